@@ -1,0 +1,776 @@
+"""Step 4: importance scoring (pure; no Bytewax, no Kafka, no wall clock).
+
+One function per rule of ``000`` Step 4 / ``001`` "Importance Scoring":
+
+* :func:`authority_score` — tier T1..T5 -> 95/80/65/50/30, x feed reliability (0..1)
+* :func:`recency_score` — ``100 * e^(-lam * hours)``, -20 % when the date is uncertain
+* :func:`corroboration_score` — ``min(100, 25 * publishers)``, +10 for 3+ tiers (cap 100)
+* :func:`relevance_score` — TF-IDF cosine vs an :class:`InterestProfile` (50 when none)
+* :func:`depth_score` — word-count buckets 20/50/75/100, +15 data, +10 structure,
+  +10 citations, cap 100, cap 40 when the content is partial
+* :func:`importance` — the weighted sum 0.25/0.20/0.20/0.20/0.15 with its components
+
+plus the optional ``004`` severity profile (:func:`severity_level`,
+:func:`severity_importance`: weights 0.55/0.20/0.15/0.10).
+
+The shared text analysis (lower-case, stop words, Porter stemming, stable 64-bit token
+hashes) lives here too and is reused by :mod:`newsflow.topics` and :mod:`newsflow.digest`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import xxhash
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from newsflow.timeutil import HOUR_MS, dt_to_ms, iso_to_ms
+
+# --------------------------------------------------------------------------------------
+# Text analysis shared by scoring, topics and digests
+# --------------------------------------------------------------------------------------
+
+STOP_WORDS: frozenset[str] = frozenset(ENGLISH_STOP_WORDS) | frozenset(
+    {"s", "t", "ll", "ve", "re", "d", "m", "said", "says", "say", "new", "just", "like", "also"}
+)
+_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+_STEMMER: Any = None
+# word -> (stem, stable 64-bit hash of the stem) or None for a dropped word (stop word, 1 char)
+_TOKEN_CACHE: dict[str, tuple[str, int] | None] = {}
+_TOKEN_CACHE_MAX = 500_000
+
+
+def _porter() -> Any:
+    global _STEMMER
+    if _STEMMER is None:
+        # snowballstemmer's "porter" is the original Porter (1980) algorithm; it transparently
+        # uses PyStemmer's C implementation when that is installed (same output, ~50x faster).
+        import snowballstemmer
+
+        _STEMMER = snowballstemmer.stemmer("porter")
+    return _STEMMER
+
+
+def token_hash(token: str) -> int:
+    """Stable 64-bit hash of a token (xxh3; never Python's salted ``hash()``)."""
+    return xxhash.xxh3_64_intdigest(token.encode("utf-8", "surrogatepass"))
+
+
+def _analyze_word(w: str) -> tuple[str, int] | None:
+    hit = _TOKEN_CACHE.get(w, False)
+    if hit is not False:
+        return hit  # type: ignore[return-value]
+    if len(w) < 2 or w in STOP_WORDS:
+        res: tuple[str, int] | None = None
+    else:
+        s = _porter().stemWord(w)
+        res = None if s in STOP_WORDS else (s, token_hash(s))
+    if len(_TOKEN_CACHE) >= _TOKEN_CACHE_MAX:  # bounded; results never depend on the cache
+        _TOKEN_CACHE.clear()
+    _TOKEN_CACHE[w] = res
+    return res
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens (Unicode letters/digits), stop words *not* removed."""
+    return _WORD_RE.findall(text.lower())
+
+
+def analyze(text: str) -> list[str]:
+    """Lower-case, drop stop words and 1-char tokens, Porter-stem."""
+    out = []
+    for w in _WORD_RE.findall(text.lower()):
+        a = _analyze_word(w)
+        if a is not None:
+            out.append(a[0])
+    return out
+
+
+def first_words(text: str, n: int) -> str:
+    """The first ``n`` whitespace-separated words of ``text``."""
+    if n <= 0 or not text:
+        return ""
+    parts = text.split(None, n)
+    return " ".join(parts[:n])
+
+
+def doc_text(title: str, body_text: str, *, title_weight: int = 2, body_words: int = 200) -> str:
+    """``title`` x ``title_weight`` + the first ``body_words`` words of the body (000 Step 5)."""
+    return " ".join([title] * title_weight + [first_words(body_text, body_words)])
+
+
+@dataclass(slots=True)
+class TextFeatures:
+    """Analyzed text of one article: stem-hash -> count (title counted ``title_weight`` times)."""
+
+    counts: dict[int, int]
+    n_tokens: int
+
+    @classmethod
+    def of(
+        cls, title: str, body_text: str, *, title_weight: int = 2, body_words: int = 200
+    ) -> TextFeatures:
+        counts: dict[int, int] = {}
+        n = 0
+        get = counts.get
+        for w in _WORD_RE.findall(title.lower()):
+            a = _analyze_word(w)
+            if a is not None:
+                h = a[1]
+                counts[h] = get(h, 0) + title_weight
+                n += title_weight
+        if body_words > 0 and body_text:
+            for w in _WORD_RE.findall(first_words(body_text, body_words).lower()):
+                a = _analyze_word(w)
+                if a is not None:
+                    h = a[1]
+                    counts[h] = get(h, 0) + 1
+                    n += 1
+        return cls(counts, n)
+
+    @classmethod
+    def of_record(cls, rec: Mapping[str, Any], *, body_words: int = 200) -> TextFeatures:
+        return cls.of(rec.get("title") or "", rec.get("body_text") or "", body_words=body_words)
+
+
+# --------------------------------------------------------------------------------------
+# Rule 1: source authority
+# --------------------------------------------------------------------------------------
+
+TIER_SCORES: Mapping[str, float] = {"T1": 95.0, "T2": 80.0, "T3": 65.0, "T4": 50.0, "T5": 30.0}
+TIER_RANK: Mapping[str | None, int] = {"T1": 1, "T2": 2, "T3": 3, "T4": 4, "T5": 5, None: 6}
+
+
+def authority_score(
+    tier: str | None,
+    reliability: float | None = None,
+    *,
+    tier_scores: Mapping[str, float] = TIER_SCORES,
+    unknown_tier_score: float = 50.0,
+) -> float:
+    """Tier base score x feed reliability (``successful_polls / total_polls``, 0..1).
+
+    Unknown tier -> ``unknown_tier_score`` (T4, as in 004: "absent from the table defaults to
+    Tier 4"); unknown reliability (no feed-health yet) -> 1.0.
+    """
+    base = tier_scores.get(tier, unknown_tier_score) if tier is not None else unknown_tier_score
+    r = 1.0 if reliability is None else min(1.0, max(0.0, float(reliability)))
+    return base * r
+
+
+# --------------------------------------------------------------------------------------
+# Rule 2: recency
+# --------------------------------------------------------------------------------------
+
+
+def recency_score(
+    hours: float, lam: float = 0.03, date_uncertain: bool = False, *, penalty: float = 0.20
+) -> float:
+    """``100 * e^(-lam * hours)``; future dates count as 0 h; x (1 - penalty) if uncertain."""
+    s = 100.0 * math.exp(-lam * max(0.0, hours))
+    return s * (1.0 - penalty) if date_uncertain else s
+
+
+def hours_between(now: datetime | int, published: datetime | int | str) -> float:
+    """Hours from ``published`` to ``now`` (aware datetimes, epoch ms or ISO strings)."""
+    return (_to_ms(now) - _to_ms(published)) / HOUR_MS
+
+
+def _to_ms(t: datetime | int | str) -> int:
+    if isinstance(t, datetime):
+        if t.tzinfo is None:
+            msg = "naive datetime: pass a timezone-aware datetime"
+            raise ValueError(msg)
+        return dt_to_ms(t)
+    if isinstance(t, str):
+        return iso_to_ms(t)
+    return int(t)
+
+
+# --------------------------------------------------------------------------------------
+# Rule 3: cross-source corroboration
+# --------------------------------------------------------------------------------------
+
+
+def corroboration_score(distinct_publishers: int, distinct_tiers: int = 1) -> float:
+    """``min(100, 25 x publishers)``; +10 when the sources span 3+ tiers; capped at 100."""
+    s = min(100.0, 25.0 * max(0, distinct_publishers))
+    if distinct_tiers >= 3:
+        s += 10.0
+    return min(100.0, s)
+
+
+# --------------------------------------------------------------------------------------
+# Rule 4: topic relevance against an interest profile (hashed TF-IDF, cosine)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InterestProfile:
+    """A user's interest vector over stem hashes (already IDF-weighted), plus the IDF used
+    to weight article vectors. Build with :meth:`from_terms` or :meth:`from_texts`."""
+
+    weights: Mapping[int, float]
+    idf: Mapping[int, float] = field(default_factory=dict)
+    default_idf: float = 1.0
+    norm: float = 1.0
+
+    @classmethod
+    def from_terms(
+        cls, terms: Mapping[str, float], idf: Mapping[str, float] | None = None
+    ) -> InterestProfile:
+        """``{"climate change": 1.0, "ai": 0.5}``: every stem of a phrase gets its weight;
+        ``idf`` maps *words* to IDF values (see :func:`idf_from_documents`)."""
+        idf_h = _idf_hashes(idf)
+        w: dict[int, float] = {}
+        for phrase, weight in sorted(terms.items()):
+            for s in analyze(phrase):
+                h = token_hash(s)
+                w[h] = w.get(h, 0.0) + float(weight) * idf_h.get(h, 1.0)
+        return cls._make(w, idf_h)
+
+    @classmethod
+    def from_texts(
+        cls, texts: Sequence[str], idf: Mapping[str, float] | None = None
+    ) -> InterestProfile:
+        """Mean TF-IDF vector of example texts the user cares about."""
+        idf_h = _idf_hashes(idf)
+        w: dict[int, float] = {}
+        for t in texts:
+            tf: dict[int, int] = {}
+            for s in analyze(t):
+                h = token_hash(s)
+                tf[h] = tf.get(h, 0) + 1
+            vec = {h: (1.0 + math.log(c)) * idf_h.get(h, 1.0) for h, c in tf.items()}
+            n = math.sqrt(sum(v * v for v in vec.values())) or 1.0
+            for h, v in vec.items():
+                w[h] = w.get(h, 0.0) + v / n
+        return cls._make(w, idf_h)
+
+    @classmethod
+    def _make(cls, w: dict[int, float], idf_h: dict[int, float]) -> InterestProfile:
+        norm = math.sqrt(sum(v * v for v in w.values()))
+        return cls(weights=dict(sorted(w.items())), idf=idf_h, norm=norm or 1.0)
+
+
+def _idf_hashes(idf: Mapping[str, float] | None) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for word, v in sorted((idf or {}).items()):
+        for s in analyze(word):
+            out[token_hash(s)] = float(v)
+    return out
+
+
+def idf_from_documents(docs: Iterable[str]) -> dict[str, float]:
+    """Smoothed IDF (``ln((1+n)/(1+df)) + 1``, as scikit-learn) of each stem in ``docs``."""
+    df: dict[str, int] = {}
+    n = 0
+    for d in docs:
+        n += 1
+        for s in set(analyze(d)):
+            df[s] = df.get(s, 0) + 1
+    return {s: math.log((1 + n) / (1 + c)) + 1.0 for s, c in sorted(df.items())}
+
+
+def relevance_score(
+    text: str | TextFeatures, profile: InterestProfile | None, *, default: float = 50.0
+) -> float:
+    """Cosine(article TF-IDF, profile) x 100; ``default`` (50, neutral) without a profile.
+
+    ``text`` is the raw "title + first 200 words" or precomputed :class:`TextFeatures`.
+    Article TF is sublinear (1 + ln tf) and weighted by the profile's IDF.
+    """
+    if profile is None or not profile.weights:
+        return default
+    feats = text if isinstance(text, TextFeatures) else _features_of_text(text)
+    if not feats.counts:
+        return 0.0
+    idf = profile.idf
+    didf = profile.default_idf
+    pw = profile.weights
+    dot = 0.0
+    sq = 0.0
+    for h, c in feats.counts.items():
+        v = (1.0 + math.log(c)) * idf.get(h, didf)
+        sq += v * v
+        p = pw.get(h)
+        if p is not None:
+            dot += v * p
+    if dot <= 0.0:
+        return 0.0
+    return min(100.0, 100.0 * dot / (math.sqrt(sq) * profile.norm))
+
+
+def _features_of_text(text: str) -> TextFeatures:
+    counts: dict[int, int] = {}
+    n = 0
+    for s in analyze(text):
+        h = token_hash(s)
+        counts[h] = counts.get(h, 0) + 1
+        n += 1
+    return TextFeatures(counts, n)
+
+
+# --------------------------------------------------------------------------------------
+# Rule 5: content depth
+# --------------------------------------------------------------------------------------
+
+_DATA_RE = re.compile(
+    r"\d+(?:[.,]\d+)?\s?(?:%|percent\b|per cent\b|pct\b)"  # percentages
+    r"|[$€£¥]\s?\d"  # currency amounts
+    r"|\b\d{1,3}(?:,\d{3})+\b"  # 1,234,567
+    r"|\b\d+\.\d+\b"  # decimals
+    r"|\b\d+(?:\.\d+)?\s?(?:million|billion|trillion|bn|mn|km|kg|mph|tonnes?)\b",
+    re.IGNORECASE,
+)
+_LI_RE = re.compile(r"<li[\s>]", re.IGNORECASE)
+_TABLE_RE = re.compile(r"<table[\s>]", re.IGNORECASE)
+_BULLET_RE = re.compile(r"^\s*(?:[-*•●▪]|\d{1,2}[.)])\s+\S", re.MULTILINE)
+_HREF_RE = re.compile(r"""<a\s[^>]*?href\s*=\s*["']?(https?://[^"'\s>]+)""", re.IGNORECASE)
+_HOST_RE = re.compile(r"^https?://(?:www\.)?([^/:?#]+)", re.IGNORECASE)
+_CITE_TEXT_RE = re.compile(r"\b(?:according to|source:|sources:|cited in|doi:)", re.IGNORECASE)
+
+
+def depth_signals(
+    body_text: str, body_html: str = "", url: str | None = None
+) -> tuple[bool, bool, bool]:
+    """``(has_data, has_structure, has_citations)`` of an article body.
+
+    data: percentages, currency, 1,234 / 3.5 figures, "2 million"; structure: a ``<table>`` or
+    3+ list items (HTML ``<li>`` or bullet/numbered lines); citations: a link to another host
+    than the article's own (or "according to"/"source:" phrasing when there is no HTML).
+    """
+    has_data = _DATA_RE.search(body_text) is not None
+    html = body_html or ""
+    has_structure = (
+        _TABLE_RE.search(html) is not None
+        or len(_LI_RE.findall(html)) >= 3
+        or len(_BULLET_RE.findall(body_text)) >= 3
+    )
+    own = _host(url)
+    has_citations = any(_host(h) != own for h in _HREF_RE.findall(html))
+    if not has_citations and not html:
+        has_citations = _CITE_TEXT_RE.search(body_text) is not None
+    return has_data, has_structure, has_citations
+
+
+def _host(url: str | None) -> str | None:
+    if not url:
+        return None
+    m = _HOST_RE.match(url)
+    return m.group(1).lower() if m else None
+
+
+def word_count_points(word_count: int) -> float:
+    """0-199 words: 20, 200-499: 50, 500-999: 75, 1000+: 100."""
+    if word_count >= 1000:
+        return 100.0
+    if word_count >= 500:
+        return 75.0
+    if word_count >= 200:
+        return 50.0
+    return 20.0
+
+
+def depth_score(
+    word_count: int,
+    has_data: bool = False,
+    has_structure: bool = False,
+    has_citations: bool = False,
+    partial: bool = False,
+) -> float:
+    s = word_count_points(word_count)
+    s += 15.0 if has_data else 0.0
+    s += 10.0 if has_structure else 0.0
+    s += 10.0 if has_citations else 0.0
+    s = min(100.0, s)
+    return min(40.0, s) if partial else s
+
+
+# --------------------------------------------------------------------------------------
+# Optional 004 severity profile
+# --------------------------------------------------------------------------------------
+
+SEVERITY_LEVELS: tuple[str, ...] = ("critical", "high", "medium", "low", "info")
+SEVERITY_SCORES: Mapping[str, float] = {
+    "critical": 100.0,
+    "high": 75.0,
+    "medium": 50.0,
+    "low": 25.0,
+    "info": 0.0,
+}
+# 004 maps Tier 1..4 to 100/75/50/25 (absent -> Tier 4); our T5 (unverified) gets 0.
+SEVERITY_TIER_SCORES: Mapping[str, float] = {
+    "T1": 100.0,
+    "T2": 75.0,
+    "T3": 50.0,
+    "T4": 25.0,
+    "T5": 0.0,
+}
+LIFESTYLE_EXCLUSIONS: tuple[str, ...] = (
+    "protein", "couples", "relationship", "dating", "diet", "fitness", "recipe", "cooking",
+    "shopping", "fashion", "celebrity", "movie", "tv show", "sports", "game", "concert",
+    "festival", "wedding", "vacation", "travel tips", "life hack", "self-care", "wellness",
+)  # fmt: skip
+DEFAULT_SEVERITY_KEYWORDS: Mapping[str, tuple[str, ...]] = {
+    "critical": (
+        "nuclear strike", "nuclear attack", "nuclear war", "invasion", "invades", "declares war",
+        "declaration of war", "genocide", "coup", "martial law", "chemical attack",
+        "chemical weapons", "mass casualty", "pandemic declared", "state of emergency",
+        "assassinated", "assassination",
+    ),
+    "high": (
+        "war", "attack", "airstrike", "air strike", "missile", "bombing", "explosion", "killed",
+        "dead", "deaths", "death toll", "shooting", "hostage", "terrorist", "terrorism",
+        "earthquake", "tsunami", "hurricane", "cyclone", "typhoon", "wildfire", "flood",
+        "sanctions", "cyberattack", "cyber attack", "ransomware", "outbreak", "evacuation",
+        "troops", "crash", "zero-day",
+    ),
+    "medium": (
+        "protest", "riot", "strike", "election", "recession", "inflation", "layoffs", "breach",
+        "vulnerability", "tariff", "default", "bankruptcy", "arrest", "indicted", "lawsuit",
+        "recall", "resigns", "shortage", "drought", "storm", "virus", "hack",
+    ),
+    "low": (
+        "talks", "summit", "meeting", "agreement", "deal", "forecast", "report", "policy",
+        "regulation", "investigation", "proposal", "warning", "plan", "vote",
+    ),
+}  # fmt: skip
+_MONTHS = (
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december",
+)  # fmt: skip
+_MONTH_RE = "|".join(m[:3] + r"[a-z]*\.?" for m in _MONTHS)
+_HIST_RE = re.compile(
+    r"^\s*(?:science history|throwback|flashback)\b"
+    r"|\bon this day(?: in \d{4})?\b|\bthis day in history\b"
+    r"|\banniversary\b|\b\d+\s+years\s+(?:ago|since|after)\b|\byears on\b",
+    re.IGNORECASE,
+)
+_DATE_MDY_RE = re.compile(rf"\b({_MONTH_RE})\s+(\d{{1,2}}),?\s+(\d{{4}})\b", re.IGNORECASE)
+_DATE_DMY_RE = re.compile(rf"\b(\d{{1,2}})\s+({_MONTH_RE}),?\s+(\d{{4}})\b", re.IGNORECASE)
+_DATE_ISO_RE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+
+
+@dataclass(frozen=True, slots=True)
+class SeverityProfile:
+    """004's keyword classifier: levels, historical-marker downgrade, lifestyle exclusions."""
+
+    keywords: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: dict(DEFAULT_SEVERITY_KEYWORDS)
+    )
+    exclusions: tuple[str, ...] = LIFESTYLE_EXCLUSIONS
+    weights: tuple[float, float, float, float] = (0.55, 0.20, 0.15, 0.10)  # sev/tier/corr/rec
+    recency_hours: float = 24.0  # linear 24 h curve, 0 after
+    corroboration_cap: int = 5  # 20 points per source up to 5
+    historical_years: float = 2.0
+
+    def patterns(self) -> list[tuple[str, re.Pattern[str]]]:
+        return _severity_patterns(
+            tuple((lvl, tuple(self.keywords.get(lvl, ()))) for lvl in SEVERITY_LEVELS)
+        )
+
+
+_PATTERN_CACHE: dict[tuple[Any, ...], list[tuple[str, re.Pattern[str]]]] = {}
+
+
+def _severity_patterns(
+    spec: tuple[tuple[str, tuple[str, ...]], ...],
+) -> list[tuple[str, re.Pattern[str]]]:
+    got = _PATTERN_CACHE.get(spec)
+    if got is None:
+        got = []
+        for lvl, kws in spec:
+            if kws:
+                alt = "|".join(re.escape(k) for k in sorted(kws, key=lambda k: (-len(k), k)))
+                got.append((lvl, re.compile(rf"\b(?:{alt})", re.IGNORECASE)))
+        _PATTERN_CACHE[spec] = got
+    return got
+
+
+@dataclass(frozen=True, slots=True)
+class SeverityResult:
+    level: str
+    keyword: str | None
+    historical_downgrade: bool
+    excluded: bool  # lifestyle exclusion matched
+
+
+def has_historical_marker(
+    title: str, now: datetime | int | None = None, years: float = 2.0
+) -> bool:
+    """Retrospective markers (throwback, on this day, anniversary, ...) or a full date at least
+    ``years`` before ``now`` (event time)."""
+    if _HIST_RE.search(title):
+        return True
+    if now is None:
+        return False
+    now_dt = datetime.fromtimestamp(_to_ms(now) / 1000, tz=UTC)
+    limit = now_dt - timedelta(days=365.25 * years)
+    return any(d <= limit for d in _full_dates(title))
+
+
+def _full_dates(text: str) -> list[datetime]:
+    out = []
+    for m in _DATE_MDY_RE.finditer(text):
+        out.append((_month(m.group(1)), int(m.group(2)), int(m.group(3))))
+    for m in _DATE_DMY_RE.finditer(text):
+        out.append((_month(m.group(2)), int(m.group(1)), int(m.group(3))))
+    for m in _DATE_ISO_RE.finditer(text):
+        out.append((int(m.group(2)), int(m.group(3)), int(m.group(1))))
+    res = []
+    for mo, day, yr in out:
+        try:
+            res.append(datetime(yr, mo, day, tzinfo=UTC))
+        except ValueError:
+            continue
+    return res
+
+
+def _month(s: str) -> int:
+    s = s[:3].lower()
+    return next(i for i, m in enumerate(_MONTHS, 1) if m.startswith(s))
+
+
+def severity_level(
+    title: str, profile: SeverityProfile | None = None, now: datetime | int | None = None
+) -> SeverityResult:
+    """004 keyword classifier on the title: lifestyle exclusions first (substring match ->
+    info), then the most severe keyword level; critical/high with a historical marker ->
+    info (``keyword-historical-downgrade``)."""
+    p = profile or SeverityProfile()
+    low = title.lower()
+    if any(x in low for x in p.exclusions):
+        return SeverityResult("info", None, False, True)
+    for lvl, pat in p.patterns():
+        m = pat.search(title)
+        if m:
+            if lvl in ("critical", "high") and has_historical_marker(
+                title, now, p.historical_years
+            ):
+                return SeverityResult("info", m.group(0).lower(), True, False)
+            return SeverityResult(lvl, m.group(0).lower(), False, False)
+    return SeverityResult("info", None, False, False)
+
+
+# --------------------------------------------------------------------------------------
+# Composite importance
+# --------------------------------------------------------------------------------------
+
+SCORED_DISPOSITIONS: frozenset[str] = frozenset({"unique", "revision", "same_event"})
+COMPONENTS: tuple[str, ...] = ("authority", "recency", "corroboration", "relevance", "depth")
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreConfig:
+    """Scoring knobs (frozen; share one instance)."""
+
+    lam: float = 0.03
+    uncertain_penalty: float = 0.20
+    # authority, recency, corroboration, relevance, depth
+    weights: tuple[float, float, float, float, float] = (0.25, 0.20, 0.20, 0.20, 0.15)
+    tier_scores: Mapping[str, float] = field(default_factory=lambda: dict(TIER_SCORES))
+    unknown_tier_score: float = 50.0
+    relevance_default: float = 50.0
+    profile: InterestProfile | None = None
+    title_weight: int = 2
+    body_words: int = 200
+    severity: SeverityProfile | None = None  # set to also compute the 004 severity profile
+    ndigits: int = 2
+
+
+DEFAULT_SCORE_CONFIG = ScoreConfig()
+
+
+def weighted_importance(
+    components: Mapping[str, float], weights: Sequence[float] = (0.25, 0.20, 0.20, 0.20, 0.15)
+) -> float:
+    """``0.25*authority + 0.20*recency + 0.20*corroboration + 0.20*relevance + 0.15*depth``."""
+    s = sum(w * components[c] for w, c in zip(weights, COMPONENTS, strict=True))
+    return min(100.0, max(0.0, s))
+
+
+@dataclass(frozen=True, slots=True)
+class SeverityScore:
+    level: str
+    keyword: str | None
+    historical_downgrade: bool
+    excluded: bool
+    score: float
+    components: Mapping[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "keyword": self.keyword,
+            "historical_downgrade": self.historical_downgrade,
+            "excluded": self.excluded,
+            "score": self.score,
+            "components": dict(self.components),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Importance:
+    score: float
+    components: Mapping[str, float]
+    weights: tuple[float, ...]
+    severity: SeverityScore | None = None
+
+    def to_fields(self) -> dict[str, Any]:
+        """Fields to merge into the article record (so subscribers can re-weight)."""
+        out: dict[str, Any] = {
+            "importance": self.score,
+            "importance_components": dict(self.components),
+            "importance_weights": dict(zip(COMPONENTS, self.weights, strict=True)),
+        }
+        if self.severity is not None:
+            out["severity"] = self.severity.to_dict()
+        return out
+
+
+def record_ms(rec: Mapping[str, Any], key: str = "published") -> int:
+    """Epoch ms of ``published`` (or ``fetched``) of a record: ``*_ms`` if present, else ISO."""
+    ms = rec.get(f"{key}_ms")
+    if isinstance(ms, int):
+        return ms
+    return iso_to_ms(rec[f"{key}_at"])
+
+
+def story_counts(rec: Mapping[str, Any]) -> tuple[int, int]:
+    """(distinct publishers, distinct tiers) of the article's story (at least its own)."""
+    pubs = rec.get("story_publishers") or ()
+    tiers = [t for t in (rec.get("story_tiers") or ()) if t]
+    n_pub = max(len(set(pubs)), int(rec.get("publishers_seen") or 0), 1)
+    n_tier = max(len(set(tiers)), 1 if rec.get("tier") else 0)
+    return n_pub, n_tier
+
+
+def importance(
+    rec: Mapping[str, Any],
+    now: datetime | int,
+    config: ScoreConfig = DEFAULT_SCORE_CONFIG,
+    *,
+    reliability: float | None = None,
+    features: TextFeatures | None = None,
+) -> Importance:
+    """Composite importance (0-100) of one article record at event time ``now``.
+
+    ``reliability`` is the feed's ``successful/total polls`` from feed-health (None -> 1.0);
+    ``features`` may be passed to reuse the analyzed text (e.g. from the topic stage).
+    """
+    nd = config.ndigits
+    hours = hours_between(now, record_ms(rec))
+    uncertain = bool(rec.get("date_uncertain"))
+    n_pub, n_tier = story_counts(rec)
+    if config.profile is not None:
+        if features is None:
+            features = TextFeatures.of(
+                rec.get("title") or "",
+                rec.get("body_text") or "",
+                title_weight=config.title_weight,
+                body_words=config.body_words,
+            )
+        rel = relevance_score(features, config.profile, default=config.relevance_default)
+    else:
+        rel = config.relevance_default
+    data, struct, cites = depth_signals(
+        rec.get("body_text") or "", rec.get("body_html") or "", rec.get("url")
+    )
+    comps = {
+        "authority": authority_score(
+            rec.get("tier"),
+            reliability,
+            tier_scores=config.tier_scores,
+            unknown_tier_score=config.unknown_tier_score,
+        ),
+        "recency": recency_score(hours, config.lam, uncertain, penalty=config.uncertain_penalty),
+        "corroboration": corroboration_score(n_pub, n_tier),
+        "relevance": rel,
+        "depth": depth_score(
+            int(rec.get("word_count") or 0), data, struct, cites, bool(rec.get("partial_content"))
+        ),
+    }
+    score = round(weighted_importance(comps, config.weights), nd)
+    sev = None
+    if config.severity is not None:
+        sev = severity_importance(rec, now, config.severity, hours=hours, n_publishers=n_pub)
+    return Importance(
+        score=score,
+        components={k: round(v, nd) for k, v in comps.items()},
+        weights=config.weights,
+        severity=sev,
+    )
+
+
+def severity_importance(
+    rec: Mapping[str, Any],
+    now: datetime | int,
+    profile: SeverityProfile | None = None,
+    *,
+    hours: float | None = None,
+    n_publishers: int | None = None,
+) -> SeverityScore:
+    """004 profile: ``0.55*severity + 0.20*tier + 0.15*corroboration + 0.10*recency``.
+
+    tier T1..T4 -> 100/75/50/25 (T5 0, unknown = T4); corroboration 20 per source capped at 5;
+    recency linear over 24 h, 0 after.
+    """
+    p = profile or SeverityProfile()
+    if hours is None:
+        hours = hours_between(now, record_ms(rec))
+    if n_publishers is None:
+        n_publishers = story_counts(rec)[0]
+    res = severity_level(rec.get("title") or "", p, now)
+    tier = rec.get("tier")
+    comps = {
+        "severity": SEVERITY_SCORES[res.level],
+        "tier": SEVERITY_TIER_SCORES.get(tier, 25.0) if tier else 25.0,
+        "corroboration": 20.0 * min(p.corroboration_cap, max(1, n_publishers)),
+        "recency": 100.0 * max(0.0, 1.0 - max(0.0, hours) / p.recency_hours),
+    }
+    w = p.weights
+    s = (
+        w[0] * comps["severity"]
+        + w[1] * comps["tier"]
+        + w[2] * comps["corroboration"]
+        + w[3] * comps["recency"]
+    )
+    return SeverityScore(
+        level=res.level,
+        keyword=res.keyword,
+        historical_downgrade=res.historical_downgrade,
+        excluded=res.excluded,
+        score=round(min(100.0, max(0.0, s)), 2),
+        components={k: round(v, 2) for k, v in comps.items()},
+    )
+
+
+def should_score(rec: Mapping[str, Any]) -> bool:
+    """Only ``unique``, ``revision`` and ``same_event`` articles get an importance score."""
+    return rec.get("disposition") in SCORED_DISPOSITIONS
+
+
+def score_record(
+    rec: Mapping[str, Any],
+    now: datetime | int,
+    config: ScoreConfig = DEFAULT_SCORE_CONFIG,
+    *,
+    reliability: float | None = None,
+    features: TextFeatures | None = None,
+) -> dict[str, Any]:
+    """``rec`` + importance fields (a new dict); records that are not scored come back with
+    ``importance: None``."""
+    out = dict(rec)
+    if should_score(rec):
+        out.update(
+            importance(rec, now, config, reliability=reliability, features=features).to_fields()
+        )
+    else:
+        out["importance"] = None
+    return out
