@@ -11,7 +11,14 @@ from typing import Any
 
 import orjson
 
-from newsflow.model import RAW_SCHEMA_VERSION, DeadLetter, RawPayload
+from newsflow.model import (
+    ARTICLE_SCHEMA_VERSION,
+    RAW_SCHEMA_VERSION,
+    Article,
+    DeadLetter,
+    DedupInfo,
+    RawPayload,
+)
 from newsflow.timeutil import iso_to_ms, ms_to_iso
 
 
@@ -110,3 +117,78 @@ def deadletter_to_dict(d: DeadLetter) -> dict[str, Any]:
         "item_index": d.item_index,
         "original_b64": base64.b64encode(d.original).decode("ascii"),
     }
+
+
+def article_record(a: Article, info: DedupInfo, seq: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``articles`` v1 record of an article and the dedup decision about it."""
+    if info.disposition == "revision":
+        key = f"{a.article_id}#r{info.revision_no}"
+    elif info.disposition == "exact_duplicate" and info.duplicate_of == a.article_id:
+        key = f"{a.article_id}#p{a.fetched_ms}"  # a re-poll (only when emit_repolls is on)
+    else:
+        key = a.article_id
+    rec: dict[str, Any] = {
+        "schema": "articles",
+        "schema_version": ARTICLE_SCHEMA_VERSION,
+        "key": key,
+        "article_id": a.article_id,
+        "seq": seq,
+        "feed_id": a.feed_id,
+        "publisher": a.publisher,
+        "tier": a.tier,
+        "guid": a.guid,
+        "url": a.url,
+        "canonical_url": a.canonical_url,
+        "title": a.title,
+        "author": a.author,
+        "published_at": a.published_at,
+        "date_uncertain": a.date_uncertain,
+        "date_source": a.date_source,
+        "fetched_at": a.fetched_at,
+        "body_html": a.body_html,
+        "body_text": a.body_text,
+        "categories": list(a.categories),
+        "media": a.media,
+        "word_count": a.word_count,
+        "reading_time_min": a.reading_time_min,
+        "partial_content": a.partial_content,
+        "content_hash": a.content_hash,
+        "feed_format": a.feed_format,
+        "language": a.language,
+        "category": a.category,
+        "disposition": info.disposition,
+        "dedup_layer": info.layer,
+        "duplicate_of": info.duplicate_of,
+        "changed": list(info.changed),
+        "revision_no": info.revision_no,
+        "preferred": info.preferred,
+        "seen_in": info.seen_in,
+        "publishers_seen": len({s.publisher for s in info.seen_in}),
+    }
+    if extra:
+        rec.update(extra)
+    return rec
+
+
+def health_record(
+    feed_id: str, at_ms: int, status: str, *, source: str = "flow", **fields: Any
+) -> dict[str, Any]:
+    """A ``feed-health`` v1 record; ``record_id`` makes re-emits idempotent."""
+    from newsflow.hashing import stable_id
+    from newsflow.model import FEED_HEALTH_SCHEMA_VERSION
+
+    return {
+        "schema": "feed-health",
+        "schema_version": FEED_HEALTH_SCHEMA_VERSION,
+        "record_id": stable_id(source, feed_id, str(at_ms), status),
+        "feed_id": feed_id,
+        "source": source,
+        "at": ms_to_iso(at_ms),
+        "status": status,
+        **fields,
+    }
+
+
+def dumps(obj: Any) -> bytes:
+    """Deterministic JSON bytes (dataclasses in declaration order, dict keys as built)."""
+    return orjson.dumps(obj)

@@ -1,0 +1,210 @@
+"""The ``newsflow`` command."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+#: modules that add their own sub-commands with ``register(subparsers)``
+PLUGINS = ("newsflow.cli_poll", "newsflow.cli_digest")
+
+
+def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: int = 1) -> None:
+    """Run the dataflow on a raw-payload archive, writing ``<out_dir>/<topic>.jsonl``."""
+    from bytewax.testing import cluster_main, run_main
+
+    from flows.pipeline import file_flow
+
+    flow = file_flow(input_path, out_dir, settings)
+    if workers <= 1:
+        run_main(flow)
+    else:
+        cluster_main(flow, [], 0, worker_count_per_proc=workers)
+
+
+def summarize(out_dir: Path) -> dict[str, Any]:
+    counts: dict[str, Any] = {}
+    for topic in ("articles", "digests", "feed-health", "deadletter"):
+        f = out_dir / f"{topic}.jsonl"
+        lines = f.read_bytes().splitlines() if f.exists() else []
+        counts[topic] = len(lines)
+        if topic == "articles":
+            counts["dispositions"] = dict(sorted(Counter(orjson.loads(x)["disposition"] for x in lines).items()))
+        if topic == "deadletter":
+            counts["deadletter_reasons"] = dict(sorted(Counter(orjson.loads(x)["reason"] for x in lines).items()))
+    return counts
+
+
+def print_digest(d: dict[str, Any], out: Any = sys.stdout) -> None:
+    w = out.write
+    w(f"\n=== {d['digest_type']}  {d['window_start']} -> {d['window_end']}"
+      f"{'' if d.get('final', True) else '  (window still open)'} ===\n")
+    w(f"{d['article_count']} articles, {d['duplicates_removed']} duplicates removed\n")
+    for sec in d["sections"]:
+        if not sec["items"]:
+            continue
+        w(f"\n## {sec['name']}\n")
+        for i, it in enumerate(sec["items"], 1):
+            lead = it["lead"]
+            trend = f"[{it['trend']}] " if it.get("trend") else ""
+            score = f"  score {lead['score']:.0f}" if lead.get("score") is not None else ""
+            w(f"{i:2d}. {trend}{it['label']}\n    {lead['publisher']} ({lead.get('tier') or '-'}), "
+              f"{lead['published_at']}{score}\n    {lead.get('url') or ''}\n")
+            if it.get("summary"):
+                w(f"    {it['summary']}\n")
+            if it["related_count"]:
+                src = ", ".join(it["related_sources"][:5])
+                w(f"    + {it['related_count']} more{' from ' + src if src else ''}\n")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from connectors.files import write_archive
+    from newsflow.demo import demo_payloads
+
+    out = Path(args.out or tempfile.mkdtemp(prefix="newsflow-demo-"))
+    out.mkdir(parents=True, exist_ok=True)
+    if args.input:
+        input_path = args.input
+    else:
+        input_path = str(out / "input" / "feeds.raw.jsonl")
+        n = write_archive(demo_payloads(), input_path)
+        print(f"demo sample: {n} raw payloads from 12 publishers -> {input_path}")
+    t0 = time.perf_counter()
+    run_file_flow(input_path, str(out), workers=args.workers)
+    dt = time.perf_counter() - t0
+    digests = [orjson.loads(x) for x in (out / "digests.jsonl").read_bytes().splitlines()]
+    for d in digests[-args.show:]:
+        print_digest(d)
+    s = summarize(out)
+    print(f"\nflow finished in {dt:.2f}s; outputs in {out}/:")
+    for topic in ("articles", "digests", "feed-health", "deadletter"):
+        print(f"  {topic + '.jsonl':20s} {s[topic]:6d} records")
+    print(f"  dispositions: {s['dispositions']}")
+    print(f"  dead letters: {s['deadletter_reasons']}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bytewax._bytewax import cli_main
+    from bytewax.recovery import RecoveryConfig
+
+    from flows.pipeline import kafka_flow
+    from newsflow.kafka_topics import ensure_topics
+    from newsflow.settings import load_settings
+
+    settings = load_settings(args.config)
+    brokers = args.brokers.split(",")
+    ensure_topics(brokers, settings)
+    recovery = RecoveryConfig(args.recovery_dir) if args.recovery_dir else None
+    flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None)
+    cli_main(flow, workers_per_process=args.workers, recovery_config=recovery)
+    return 0
+
+
+def cmd_normalize(args: argparse.Namespace) -> int:
+    from newsflow.codec import article_record, deadletter_to_dict
+    from newsflow.model import DedupInfo, RawPayload, Sighting
+    from newsflow.normalize import normalize_payload
+    from newsflow.timeutil import iso_to_ms
+
+    fetched = iso_to_ms(args.fetched_at) if args.fetched_at else 0
+    out = sys.stdout.buffer
+    for i, name in enumerate(args.files):
+        body = Path(name).read_bytes()
+        p = RawPayload(feed_id=Path(name).stem, url=args.base_url or Path(name).resolve().as_uri(),
+                       fetched_at_ms=fetched, status=200, body=body)
+        res = normalize_payload(p)
+        for a in res.articles:
+            info = DedupInfo("unique", None, None, seen_in=(Sighting(a.feed_id, a.publisher, a.url or a.guid,
+                                                                     a.fetched_at, a.article_id),))
+            rec = article_record(a, info, f"file:{i:04d}:{a.item_index:05d}")
+            out.write(orjson.dumps(rec) + b"\n")
+        for dl in res.deadletters:
+            out.write(orjson.dumps(deadletter_to_dict(dl)) + b"\n")
+        sys.stderr.write(f"{name}: {res.feed_format or '-'} status={res.status} articles={len(res.articles)} "
+                         f"deadletters={len(res.deadletters)}{' bozo=' + res.bozo if res.bozo else ''}\n")
+    return 0
+
+
+def cmd_import_uci(args: argparse.Namespace) -> int:
+    from connectors.files import write_archive
+    from newsflow.uci import uci_payloads
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    n = write_archive(uci_payloads(args.file, args.limit), out / "uci.feeds.raw.jsonl.gz")
+    print(f"wrote {n} raw payloads to {out / 'uci.feeds.raw.jsonl.gz'}")
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    from connectors.files import iter_archive
+    from newsflow.kafka_topics import ensure_topics, produce_values
+    from newsflow.settings import load_settings
+
+    settings = load_settings(args.config)
+    brokers = args.brokers.split(",")
+    ensure_topics(brokers, settings, partitions=args.partitions)
+    n = produce_values(brokers, settings.topics.raw, iter_archive(args.input))
+    print(f"produced {n} raw payloads to {settings.topics.raw}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="newsflow", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("demo", help="run the whole flow on the bundled sample (no Kafka needed)")
+    d.add_argument("--input", help="raw-payload archive (file or directory of *.jsonl[.gz]) instead of the sample")
+    d.add_argument("--out", help="output directory (default: a new temp dir)")
+    d.add_argument("--workers", type=int, default=1)
+    d.add_argument("--show", type=int, default=2, help="how many of the last digests to print")
+    d.set_defaults(func=cmd_demo)
+    r = sub.add_parser("run", help="run the flow on Kafka: feeds.raw -> articles/digests/feed-health/deadletter")
+    r.add_argument("--brokers", required=True)
+    r.add_argument("--config", help="settings TOML")
+    r.add_argument("--workers", type=int, default=1)
+    r.add_argument("--recovery-dir", help="Bytewax recovery directory (create with python -m bytewax.recovery DIR N)")
+    r.add_argument("--until-eof", action="store_true", help="stop at the end of the topic (replays, tests)")
+    r.set_defaults(func=cmd_run)
+    n = sub.add_parser("normalize", help="parse raw feed files, print one JSON line per article or dead letter")
+    n.add_argument("files", nargs="+")
+    n.add_argument("--base-url", help="URL the feed was fetched from (resolves relative links)")
+    n.add_argument("--fetched-at", help="fetch time, ISO 8601 (default: epoch 0)")
+    n.set_defaults(func=cmd_normalize)
+    u = sub.add_parser("import-uci", help="render UCI News Aggregator rows into raw feed payloads")
+    u.add_argument("file")
+    u.add_argument("--out", required=True)
+    u.add_argument("--limit", type=int)
+    u.set_defaults(func=cmd_import_uci)
+    pr = sub.add_parser("produce", help="produce a raw-payload archive to the feeds.raw topic")
+    pr.add_argument("input")
+    pr.add_argument("--brokers", required=True)
+    pr.add_argument("--config")
+    pr.add_argument("--partitions", type=int, default=1)
+    pr.set_defaults(func=cmd_produce)
+    for mod in PLUGINS:
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
+            continue
+        m.register(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
