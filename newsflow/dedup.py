@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from newsflow.hashing import shard_of, stable_id
 from newsflow.model import Article, DedupInfo, Sighting
-from newsflow.urls import registrable_domain
+from newsflow.urls import canonicalize_url, registrable_domain
 
 #: how many earlier content hashes of a GUID are remembered (old versions re-served by a
 #: lagging feed or mirror are duplicates, not new revisions: no flip-flopping)
@@ -34,7 +34,8 @@ def dedup_shard_key(article: Article, shards: int) -> str:
     match and a URL match of the same article normally meet in one shard.
     """
     g = article.guid
-    basis = g if g.startswith(("http://", "https://")) else (article.canonical_url or article.url)
+    basis = canonicalize_url(g) if g.startswith(("http://", "https://")) else None
+    basis = basis or article.canonical_url or article.url
     dom = registrable_domain(basis) if basis else f"feed:{article.feed_id}"
     return f"dd{shard_of(dom, shards):03d}"
 

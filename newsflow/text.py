@@ -8,6 +8,7 @@ import re
 import nh3
 
 _WS = re.compile(r"\s+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _BLOCK_TAG = re.compile(
     r"<(?=/?(?:p|div|br|li|ul|ol|h[1-6]|tr|td|th|table|blockquote|pre|section|article|hr|dd|dt)\b)",
     re.IGNORECASE,
@@ -20,7 +21,8 @@ _ALLOWED_TAGS = frozenset(nh3.ALLOWED_TAGS) - {"iframe", "script", "style", "obj
 
 
 def collapse_ws(s: str) -> str:
-    return _WS.sub(" ", s).strip()
+    """Collapse whitespace, drop control characters, trim."""
+    return _WS.sub(" ", _CONTROL.sub("", s)).strip()
 
 
 def html_to_text(fragment: str) -> str:
@@ -70,8 +72,12 @@ def first_line(text: str, max_chars: int = 200) -> str:
     return collapse_ws(t)
 
 
+_WORD = re.compile(r"\S*\w\S*")
+
+
 def word_count(text: str) -> int:
-    return len(text.split()) if text else 0
+    """Whitespace-separated tokens that contain a letter or digit ("[...]" is not a word)."""
+    return len(_WORD.findall(text)) if text else 0
 
 
 def reading_time_minutes(words: int, wpm: int = 238) -> float:

@@ -86,5 +86,6 @@ def registrable_domain(url_or_host: str) -> str:
         except ValueError:
             host = url_or_host
     ext = _extractor()(host)
-    top = getattr(ext, "top_domain_under_public_suffix", None) or ext.registered_domain
-    return (top or host).lower()
+    top = ext.top_domain_under_public_suffix if hasattr(ext, "top_domain_under_public_suffix") else ext.registered_domain
+    host = host.lower()
+    return top.lower() if top else (host[4:] if host.startswith("www.") else host)

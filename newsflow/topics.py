@@ -1,0 +1,273 @@
+"""Online topics: river's incremental k-means on compact, fixed-size hashed vectors.
+
+Every article becomes a 64-d signed feature-hashing vector of its title (x2) + first 200 words
+(stop words removed, Porter-stemmed, stable xxh3 token hashes; L2-normalized). River's
+``cluster.KMeans`` on raw bag-of-words dicts runs at ~20 docs/s (each new token adds a
+coordinate to every centre); on 64 int keys it is ~1.5-3k docs/s, still the bottleneck. So
+:class:`OnlineTopics` runs *river's algorithm* (``river.cluster.KMeans``: move the closest
+centre by ``halflife * (x - c)``, centres drawn from ``N(mu, sigma)`` with river's own seeded
+RNG) on a numpy array: the same assignments and centres as river, ~10x faster. The model can be
+exported to / imported from a real ``river.cluster.KMeans`` (:meth:`OnlineTopics.to_river`,
+:meth:`OnlineTopics.from_river`); a test checks both give identical assignments.
+
+Deterministic: seeded init, sequential updates, stable hashes. State is small (k x 64 floats +
+a few top terms per topic): :meth:`OnlineTopics.snapshot` is ~20 KB of bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+from river import cluster
+
+from newsflow.score import STOP_WORDS, TextFeatures, words
+
+_SNAPSHOT_MAGIC = "newsflow.topics"
+_SNAPSHOT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    dim: int = 64  # power of two
+    n_clusters: int = 32
+    halflife: float = 0.1  # river's step towards each new point (river's default 0.5 is jumpy)
+    mu: float = 0.0
+    sigma: float = 0.125  # ~1/sqrt(dim): initial centres have ~unit norm, like the data
+    seed: int = 42
+    title_weight: int = 2
+    body_words: int = 200
+    label_terms: int = 24  # top title words kept per topic (for labels)
+    terms_decay_every: int = 2000  # halve a topic's term counts every N updates of it
+
+    def __post_init__(self) -> None:
+        if self.dim <= 0 or self.dim & (self.dim - 1):
+            msg = f"dim must be a power of two, got {self.dim}"
+            raise ValueError(msg)
+
+
+def hashed_vector(features: TextFeatures, dim: int = 64) -> np.ndarray:
+    """Signed feature hashing of stem-hash counts into ``dim`` floats, L2-normalized.
+
+    bucket = low bits of the stable 64-bit token hash, sign = its top bit.
+    """
+    counts = features.counts
+    n = len(counts)
+    if n == 0:
+        return np.zeros(dim)
+    keys = np.fromiter(counts.keys(), dtype=np.uint64, count=n)
+    vals = np.fromiter(counts.values(), dtype=np.float64, count=n)
+    buckets = (keys & np.uint64(dim - 1)).astype(np.intp)
+    vals[(keys >> np.uint64(63)).astype(bool)] *= -1.0
+    v = np.bincount(buckets, weights=vals, minlength=dim)
+    norm = float(np.sqrt(v @ v))
+    return v / norm if norm > 0.0 else v
+
+
+def vector_to_dict(v: np.ndarray) -> dict[int, float]:
+    """A dense vector as river's ``{feature: value}`` dict (int keys: deterministic order)."""
+    return {i: float(x) for i, x in enumerate(v)}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    topic_id: str
+    cluster: int
+    distance: float  # euclidean distance to the centre before the update
+    terms: tuple[str, ...]  # current top words of the topic
+
+    def to_fields(self) -> dict[str, Any]:
+        return {"topic_id": self.topic_id, "topic_terms": list(self.terms)}
+
+
+def topic_id_of(cluster_no: int) -> str:
+    return f"topic-{cluster_no:02d}"
+
+
+class OnlineTopics:
+    """river ``cluster.KMeans`` semantics on fixed-size vectors (see module doc)."""
+
+    def __init__(self, config: TopicConfig | None = None) -> None:
+        self.config = config or TopicConfig()
+        c = self.config
+        self._centers = _river_initial_centers(c)
+        self._counts = np.zeros(c.n_clusters, dtype=np.int64)
+        self._terms: list[dict[str, float]] = [{} for _ in range(c.n_clusters)]
+        self.n_seen = 0
+
+    # ---- river-style API -------------------------------------------------------------
+    @property
+    def centers(self) -> np.ndarray:
+        return self._centers.copy()
+
+    def predict_one(self, x: np.ndarray | Mapping[int, float]) -> int:
+        v = self._as_vec(x)
+        d = self._centers - v
+        return int(np.argmin(np.einsum("ij,ij->i", d, d)))
+
+    def learn_predict_one(self, x: np.ndarray | Mapping[int, float]) -> int:
+        """Closest centre, then move it by ``halflife * (x - c)`` (river's update)."""
+        v = self._as_vec(x)
+        d = self._centers - v
+        k = int(np.argmin(np.einsum("ij,ij->i", d, d)))
+        self._centers[k] -= self.config.halflife * d[k]
+        self._counts[k] += 1
+        self.n_seen += 1
+        return k
+
+    def learn_one(self, x: np.ndarray | Mapping[int, float]) -> None:
+        self.learn_predict_one(x)
+
+    def learn_predict_many(self, xs: np.ndarray) -> np.ndarray:
+        """Sequential updates over the rows of ``xs`` (same result as one call per row)."""
+        out = np.empty(len(xs), dtype=np.int64)
+        C = self._centers
+        h = self.config.halflife
+        for i, v in enumerate(xs):
+            d = C - v
+            k = int(np.argmin(np.einsum("ij,ij->i", d, d)))
+            C[k] -= h * d[k]
+            out[i] = k
+        np.add.at(self._counts, out, 1)
+        self.n_seen += len(xs)
+        return out
+
+    def _as_vec(self, x: np.ndarray | Mapping[int, float]) -> np.ndarray:
+        if isinstance(x, np.ndarray):
+            return x
+        v = np.zeros(self.config.dim)
+        for i, val in x.items():
+            v[int(i)] = val
+        return v
+
+    # ---- article API -------------------------------------------------------------------
+    def vectorize(self, rec: Mapping[str, Any], features: TextFeatures | None = None) -> np.ndarray:
+        c = self.config
+        if features is None:
+            features = TextFeatures.of(
+                rec.get("title") or "",
+                rec.get("body_text") or "",
+                title_weight=c.title_weight,
+                body_words=c.body_words,
+            )
+        return hashed_vector(features, c.dim)
+
+    def assign(
+        self, rec: Mapping[str, Any], features: TextFeatures | None = None, *, learn: bool = True
+    ) -> TopicAssignment:
+        """Topic of one article record; learns from it unless ``learn=False`` or it has no
+        text (an all-zero vector would drag a centre to the origin)."""
+        v = self.vectorize(rec, features)
+        empty = not v.any()
+        d = self._centers - v
+        dist = np.einsum("ij,ij->i", d, d)
+        k = int(np.argmin(dist))
+        if learn and not empty:
+            self._centers[k] -= self.config.halflife * d[k]
+            self._counts[k] += 1
+            self.n_seen += 1
+            self._learn_terms(k, rec.get("title") or "")
+        return TopicAssignment(topic_id_of(k), k, float(np.sqrt(dist[k])), self.topic_terms(k))
+
+    def _learn_terms(self, k: int, title: str) -> None:
+        t = self._terms[k]
+        for w in set(words(title)):
+            if len(w) > 2 and w not in STOP_WORDS and not w.isdigit():
+                t[w] = t.get(w, 0.0) + 1.0
+        cap = self.config.label_terms
+        if len(t) > 4 * cap:
+            self._terms[k] = dict(sorted(t.items(), key=lambda kv: (-kv[1], kv[0]))[:cap])
+        if self._counts[k] % self.config.terms_decay_every == 0:
+            self._terms[k] = {w: c / 2 for w, c in self._terms[k].items() if c >= 1.0}
+
+    def topic_terms(self, k: int, n: int = 3) -> tuple[str, ...]:
+        t = self._terms[k]
+        return tuple(w for w, _ in sorted(t.items(), key=lambda kv: (-kv[1], kv[0]))[:n])
+
+    def sizes(self) -> list[int]:
+        return [int(x) for x in self._counts]
+
+    # ---- river interop -----------------------------------------------------------------
+    def to_river(self) -> cluster.KMeans:
+        """A ``river.cluster.KMeans`` holding this model's centres (dict of int keys)."""
+        c = self.config
+        km = cluster.KMeans(
+            n_clusters=c.n_clusters, halflife=c.halflife, mu=c.mu, sigma=c.sigma, p=2, seed=c.seed
+        )
+        for i in range(c.n_clusters):
+            km.centers[i].clear()
+            km.centers[i].update(vector_to_dict(self._centers[i]))
+        return km
+
+    @classmethod
+    def from_river(cls, km: cluster.KMeans, config: TopicConfig | None = None) -> OnlineTopics:
+        c = config or TopicConfig(
+            n_clusters=km.n_clusters,
+            halflife=km.halflife,
+            mu=km.mu,
+            sigma=km.sigma,
+            seed=km.seed if km.seed is not None else 0,
+        )
+        self = cls(c)
+        for i in range(c.n_clusters):
+            center = km.centers[i]
+            self._centers[i] = [center[j] for j in range(c.dim)]  # defaultdict: draws if new
+        return self
+
+    # ---- state -------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """Compact, deterministic bytes of the whole state (config, centres, counts, terms)."""
+        head = {
+            "magic": _SNAPSHOT_MAGIC,
+            "version": _SNAPSHOT_VERSION,
+            "config": asdict(self.config),
+            "n_seen": self.n_seen,
+            "counts": [int(x) for x in self._counts],
+            "terms": [sorted(t.items()) for t in self._terms],
+            "centers": base64.b64encode(self._centers.astype("<f8").tobytes()).decode("ascii"),
+        }
+        return orjson.dumps(head)
+
+    @classmethod
+    def restore(cls, data: bytes) -> OnlineTopics:
+        d = orjson.loads(data)
+        if d.get("magic") != _SNAPSHOT_MAGIC or d.get("version") != _SNAPSHOT_VERSION:
+            msg = "not a newsflow topics snapshot (or an unsupported version)"
+            raise ValueError(msg)
+        cfg = TopicConfig(**d["config"])
+        self = cls.__new__(cls)
+        self.config = cfg
+        centers = np.frombuffer(base64.b64decode(d["centers"]), dtype="<f8")
+        self._centers = centers.reshape(cfg.n_clusters, cfg.dim).astype(np.float64).copy()
+        self._counts = np.asarray(d["counts"], dtype=np.int64)
+        self._terms = [{w: float(c) for w, c in t} for t in d["terms"]]
+        self.n_seen = int(d["n_seen"])
+        return self
+
+
+def _river_initial_centers(c: TopicConfig) -> np.ndarray:
+    """Initial centres exactly as river draws them: ``river.cluster.KMeans(seed=...)`` fills
+    each centre's coordinates lazily from its seeded ``random.Random``; touching all ``dim``
+    int keys once (a prediction on the zero vector) materializes them in river's order."""
+    km = cluster.KMeans(
+        n_clusters=c.n_clusters, halflife=c.halflife, mu=c.mu, sigma=c.sigma, p=2, seed=c.seed
+    )
+    km.predict_one(dict.fromkeys(range(c.dim), 0.0))
+    return np.array(
+        [[km.centers[i][j] for j in range(c.dim)] for i in range(c.n_clusters)], dtype=np.float64
+    )
+
+
+def assign_many(
+    model: OnlineTopics,
+    recs: Sequence[Mapping[str, Any]],
+    features: Sequence[TextFeatures] | None = None,
+) -> list[TopicAssignment]:
+    """:meth:`OnlineTopics.assign` over a batch, in order."""
+    if features is None:
+        return [model.assign(r) for r in recs]
+    return [model.assign(r, f) for r, f in zip(recs, features, strict=True)]

@@ -1,0 +1,96 @@
+"""Exact dedup (000 Step 3 layers 1–2) on the pure shard state, without Bytewax or Kafka."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from newsflow.dedup import DedupShard, dedup_shard_key
+from newsflow.hashing import stable_id
+from newsflow.model import Article
+from newsflow.normalize import content_hash
+from newsflow.timeutil import HOUR_MS, ms_to_iso
+
+T0 = 1_700_000_000_000
+
+
+def art(feed: str, guid: str, url: str | None, title: str = "Title", body: str = "body text", t: int = T0,
+        publisher: str | None = None) -> Article:
+    return Article(
+        article_id=stable_id(feed, guid), feed_id=feed, publisher=publisher or feed, tier="T2", guid=guid, url=url,
+        canonical_url=url, title=title, author=None, published_at=ms_to_iso(t), published_ms=t,
+        date_uncertain=False, date_source="pubDate", fetched_at=ms_to_iso(t), fetched_ms=t, body_html=body,
+        body_text=body, categories=(), media=(), word_count=len(body.split()), reading_time_min=0.0,
+        partial_content=False, content_hash=content_hash(title, body), feed_format="rss20", language=None,
+        category=None, item_index=0,
+    )
+
+
+def test_first_sighting_is_unique() -> None:
+    s = DedupShard(72 * HOUR_MS)
+    info = s.process(art("f1", "g1", "https://a.com/1"))
+    assert info.disposition == "unique" and info.duplicate_of is None and len(info.seen_in) == 1
+
+
+def test_repoll_of_unchanged_item_is_counted_not_emitted() -> None:
+    s = DedupShard(72 * HOUR_MS)
+    s.process(art("f1", "g1", "https://a.com/1"))
+    assert s.process(art("f1", "g1", "https://a.com/1", t=T0 + HOUR_MS)) is None
+    assert s.counters["repoll_unchanged"] == 1
+
+
+def test_same_guid_same_content_other_feed_is_exact_duplicate_and_linked() -> None:
+    s = DedupShard(72 * HOUR_MS)
+    first = art("wire", "g1", "https://a.com/1")
+    s.process(first)
+    info = s.process(art("portal", "g1", "https://portal.com/x", publisher="Portal"))
+    assert info.disposition == "exact_duplicate" and info.layer == "guid"
+    assert info.duplicate_of == first.article_id
+    assert [x.feed_id for x in info.seen_in] == ["wire", "portal"]
+
+
+def test_same_guid_changed_content_is_revision_with_changed_fields() -> None:
+    s = DedupShard(72 * HOUR_MS)
+    s.process(art("f1", "g1", "https://a.com/1", title="Quake 7.1", body="magnitude 7.1"))
+    info = s.process(art("f1", "g1", "https://a.com/1", title="Quake 7.3", body="magnitude 7.3", t=T0 + HOUR_MS))
+    assert info.disposition == "revision" and info.changed[:2] == ("title", "body") and info.revision_no == 1
+    # the old version served again by a lagging mirror is not a new revision
+    again = s.process(art("f1", "g1", "https://a.com/1", title="Quake 7.1", body="magnitude 7.1", t=T0 + 2 * HOUR_MS))
+    assert again is None
+
+
+def test_same_canonical_url_is_duplicate_keep_more_content() -> None:
+    s = DedupShard(72 * HOUR_MS)
+    first = art("f1", "g1", "https://a.com/1", body="short")
+    s.process(first)
+    info = s.process(art("f2", "other-guid", "https://a.com/1", body="a much longer body with more words"))
+    assert info.disposition == "exact_duplicate" and info.layer == "url" and info.preferred
+    assert info.duplicate_of == first.article_id
+    less = s.process(art("f3", "third", "https://a.com/1", body="tiny"))
+    assert less.disposition == "exact_duplicate" and not less.preferred and len(less.seen_in) == 3
+
+
+def test_state_expires_on_event_time_only() -> None:
+    s = DedupShard(72 * HOUR_MS)
+    s.process(art("f1", "g1", "https://a.com/1"))
+    s.advance(T0 + 71 * HOUR_MS)
+    assert len(s) == 1
+    s.advance(T0 + 80 * HOUR_MS)
+    assert len(s) == 0 and not s.by_url
+    assert s.process(art("f1", "g1", "https://a.com/1", t=T0 + 81 * HOUR_MS)).disposition == "unique"
+
+
+def test_resighting_keeps_state_alive() -> None:
+    s = DedupShard(72 * HOUR_MS)
+    s.process(art("f1", "g1", "https://a.com/1"))
+    s.process(art("f1", "g1", "https://a.com/1", t=T0 + 60 * HOUR_MS))  # still in the feed
+    s.advance(T0 + 100 * HOUR_MS)
+    assert len(s) == 1
+
+
+def test_shard_key_is_stable_and_groups_guid_and_url_matches() -> None:
+    a = art("wire", "https://wire.com/story", "https://wire.com/story")
+    b = art("portal", "https://wire.com/story", "https://portal.com/copy")  # wire GUID kept
+    c = art("other", "own-guid", "https://www.wire.com/story")
+    keys = {dedup_shard_key(x, 64) for x in (a, b, c)}
+    assert len(keys) == 1
+    assert dedup_shard_key(replace(a), 64) == dedup_shard_key(a, 64)
