@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -62,6 +63,7 @@ def token_hash(token: str) -> int:
 
 
 def _analyze_word(w: str) -> tuple[str, int] | None:
+    """(stem, hash) of one lower-cased word, or None when it is dropped."""
     hit = _TOKEN_CACHE.get(w, False)
     if hit is not False:
         return hit  # type: ignore[return-value]
@@ -74,6 +76,38 @@ def _analyze_word(w: str) -> tuple[str, int] | None:
         _TOKEN_CACHE.clear()
     _TOKEN_CACHE[w] = res
     return res
+
+
+# raw whitespace token (any case, with punctuation) -> stem hashes of the words in it
+_RAW_CACHE: dict[str, tuple[int, ...]] = {}
+
+
+def _raw_token_hashes(tok: str) -> tuple[int, ...]:
+    out = []
+    for w in _WORD_RE.findall(tok.lower()):
+        a = _analyze_word(w)
+        if a is not None:
+            out.append(a[1])
+    res = tuple(out)
+    if len(_RAW_CACHE) >= _TOKEN_CACHE_MAX:
+        _RAW_CACHE.clear()
+    _RAW_CACHE[tok] = res
+    return res
+
+
+def _add_counts(tokens: list[str], weight: int, counts: dict[int, int]) -> int:
+    """Add the stem-hash counts of whitespace ``tokens`` (x ``weight``) into ``counts``."""
+    n = 0
+    cache = _RAW_CACHE
+    get = counts.get
+    for tok, c in Counter(tokens).items():
+        hs = cache.get(tok)
+        if hs is None:
+            hs = _raw_token_hashes(tok)
+        for h in hs:
+            counts[h] = get(h, 0) + c * weight
+            n += c * weight
+    return n
 
 
 def words(text: str) -> list[str]:
@@ -116,21 +150,10 @@ class TextFeatures:
         cls, title: str, body_text: str, *, title_weight: int = 2, body_words: int = 200
     ) -> TextFeatures:
         counts: dict[int, int] = {}
-        n = 0
-        get = counts.get
-        for w in _WORD_RE.findall(title.lower()):
-            a = _analyze_word(w)
-            if a is not None:
-                h = a[1]
-                counts[h] = get(h, 0) + title_weight
-                n += title_weight
+        n = _add_counts(title.split(), title_weight, counts) if title_weight > 0 else 0
         if body_words > 0 and body_text:
-            for w in _WORD_RE.findall(first_words(body_text, body_words).lower()):
-                a = _analyze_word(w)
-                if a is not None:
-                    h = a[1]
-                    counts[h] = get(h, 0) + 1
-                    n += 1
+            toks = body_text.split(None, body_words)
+            n += _add_counts(toks[:body_words], 1, counts)
         return cls(counts, n)
 
     @classmethod
@@ -320,20 +343,33 @@ def _features_of_text(text: str) -> TextFeatures:
 # Rule 5: content depth
 # --------------------------------------------------------------------------------------
 
-_DATA_RE = re.compile(
-    r"\d+(?:[.,]\d+)?\s?(?:%|percent\b|per cent\b|pct\b)"  # percentages
-    r"|[$€£¥]\s?\d"  # currency amounts
-    r"|\b\d{1,3}(?:,\d{3})+\b"  # 1,234,567
-    r"|\b\d+\.\d+\b"  # decimals
-    r"|\b\d+(?:\.\d+)?\s?(?:million|billion|trillion|bn|mn|km|kg|mph|tonnes?)\b",
+# a data-ish start (digit run or currency sign), then the full check anchored there: scanning
+# with one char class is ~10x faster than searching the whole alternation at every position
+_DATA_START_RE = re.compile(r"[$€£¥]?[0-9]+")
+_DATA_AT_RE = re.compile(
+    r"[0-9]+(?:[.,][0-9]+)?\s?(?:%|percent\b|per cent\b|pct\b)"  # percentages
+    r"|[$€£¥]\s?[0-9]"  # currency amounts
+    r"|[0-9]{1,3}(?:,[0-9]{3})+\b"  # 1,234,567
+    r"|[0-9]+\.[0-9]+"  # decimals
+    r"|[0-9]+(?:\.[0-9]+)?\s?(?:million|billion|trillion|bn|mn|km|kg|mph|tonnes?)\b",
     re.IGNORECASE,
 )
-_LI_RE = re.compile(r"<li[\s>]", re.IGNORECASE)
-_TABLE_RE = re.compile(r"<table[\s>]", re.IGNORECASE)
 _BULLET_RE = re.compile(r"^\s*(?:[-*•●▪]|\d{1,2}[.)])\s+\S", re.MULTILINE)
 _HREF_RE = re.compile(r"""<a\s[^>]*?href\s*=\s*["']?(https?://[^"'\s>]+)""", re.IGNORECASE)
 _HOST_RE = re.compile(r"^https?://(?:www\.)?([^/:?#]+)", re.IGNORECASE)
 _CITE_TEXT_RE = re.compile(r"\b(?:according to|source:|sources:|cited in|doi:)", re.IGNORECASE)
+_DEPTH_SCAN_CHARS = 50_000
+
+
+def has_data(text: str) -> bool:
+    """Numbers that are data: percentages, currency, 1,234 / 3.5 figures, "2 million"."""
+    text = text[:_DEPTH_SCAN_CHARS]
+    at = _DATA_AT_RE.match
+    for m in _DATA_START_RE.finditer(text):
+        s = m.start()
+        if at(text, s) or (s > 0 and text[s - 1] in "$€£¥" and at(text, s - 1)):
+            return True
+    return False
 
 
 def depth_signals(
@@ -341,22 +377,26 @@ def depth_signals(
 ) -> tuple[bool, bool, bool]:
     """``(has_data, has_structure, has_citations)`` of an article body.
 
-    data: percentages, currency, 1,234 / 3.5 figures, "2 million"; structure: a ``<table>`` or
-    3+ list items (HTML ``<li>`` or bullet/numbered lines); citations: a link to another host
-    than the article's own (or "according to"/"source:" phrasing when there is no HTML).
+    data: see :func:`has_data`; structure: a ``<table>`` or 3+ list items (HTML ``<li>`` or
+    bullet/numbered lines); citations: a link to another host than the article's own (or
+    "according to"/"source:" phrasing when there is no HTML).
     """
-    has_data = _DATA_RE.search(body_text) is not None
-    html = body_html or ""
-    has_structure = (
-        _TABLE_RE.search(html) is not None
-        or len(_LI_RE.findall(html)) >= 3
-        or len(_BULLET_RE.findall(body_text)) >= 3
-    )
-    own = _host(url)
-    has_citations = any(_host(h) != own for h in _HREF_RE.findall(html))
-    if not has_citations and not html:
-        has_citations = _CITE_TEXT_RE.search(body_text) is not None
-    return has_data, has_structure, has_citations
+    data = has_data(body_text)
+    html = (body_html or "")[:_DEPTH_SCAN_CHARS]
+    if html:
+        hl = html.lower()
+        structure = "<table" in hl or (hl.count("<li>") + hl.count("<li ")) >= 3
+    else:
+        hl = ""
+        structure = False
+    if not structure and ("\n" in body_text):
+        structure = len(_BULLET_RE.findall(body_text[:_DEPTH_SCAN_CHARS])) >= 3
+    if html:
+        own = _host(url)
+        cites = "href" in hl and any(_host(h) != own for h in _HREF_RE.findall(html))
+    else:
+        cites = _CITE_TEXT_RE.search(body_text[:_DEPTH_SCAN_CHARS]) is not None
+    return data, structure, cites
 
 
 def _host(url: str | None) -> str | None:

@@ -35,9 +35,13 @@ _SNAPSHOT_VERSION = 1
 class TopicConfig:
     dim: int = 64  # power of two
     n_clusters: int = 32
-    halflife: float = 0.1  # river's step towards each new point (river's default 0.5 is jumpy)
+    # river's step towards each new point (river's default 0.5 makes topics jump around)
+    halflife: float = 0.05
     mu: float = 0.0
-    sigma: float = 0.125  # ~1/sqrt(dim): initial centres have ~unit norm, like the data
+    # small initial centres (norm ~0.08): a centre that has learned wins only the documents
+    # that really resemble it, the others go to fresh centres (with sigma=1 the first centre
+    # to learn shrinks towards the origin and takes everything: dead centres)
+    sigma: float = 0.01
     seed: int = 42
     title_weight: int = 2
     body_words: int = 200
@@ -97,6 +101,7 @@ class OnlineTopics:
         self._centers = _river_initial_centers(c)
         self._counts = np.zeros(c.n_clusters, dtype=np.int64)
         self._terms: list[dict[str, float]] = [{} for _ in range(c.n_clusters)]
+        self._top: list[tuple[str, ...]] = [() for _ in range(c.n_clusters)]
         self.n_seen = 0
 
     # ---- river-style API -------------------------------------------------------------
@@ -171,7 +176,7 @@ class OnlineTopics:
             self._counts[k] += 1
             self.n_seen += 1
             self._learn_terms(k, rec.get("title") or "")
-        return TopicAssignment(topic_id_of(k), k, float(np.sqrt(dist[k])), self.topic_terms(k))
+        return TopicAssignment(topic_id_of(k), k, float(np.sqrt(dist[k])), self._top[k])
 
     def _learn_terms(self, k: int, title: str) -> None:
         t = self._terms[k]
@@ -179,10 +184,13 @@ class OnlineTopics:
             if len(w) > 2 and w not in STOP_WORDS and not w.isdigit():
                 t[w] = t.get(w, 0.0) + 1.0
         cap = self.config.label_terms
-        if len(t) > 4 * cap:
+        if len(t) > 8 * cap:
             self._terms[k] = dict(sorted(t.items(), key=lambda kv: (-kv[1], kv[0]))[:cap])
-        if self._counts[k] % self.config.terms_decay_every == 0:
+        n = int(self._counts[k])
+        if n % self.config.terms_decay_every == 0:
             self._terms[k] = {w: c / 2 for w, c in self._terms[k].items() if c >= 1.0}
+        if n < 64 or n % 16 == 0:  # refresh the cached label now and then (cheap, deterministic)
+            self._top[k] = self.topic_terms(k)
 
     def topic_terms(self, k: int, n: int = 3) -> tuple[str, ...]:
         t = self._terms[k]
@@ -228,6 +236,7 @@ class OnlineTopics:
             "n_seen": self.n_seen,
             "counts": [int(x) for x in self._counts],
             "terms": [sorted(t.items()) for t in self._terms],
+            "top": [list(t) for t in self._top],
             "centers": base64.b64encode(self._centers.astype("<f8").tobytes()).decode("ascii"),
         }
         return orjson.dumps(head)
@@ -245,6 +254,7 @@ class OnlineTopics:
         self._centers = centers.reshape(cfg.n_clusters, cfg.dim).astype(np.float64).copy()
         self._counts = np.asarray(d["counts"], dtype=np.int64)
         self._terms = [{w: float(c) for w, c in t} for t in d["terms"]]
+        self._top = [tuple(t) for t in d["top"]]
         self.n_seen = int(d["n_seen"])
         return self
 
