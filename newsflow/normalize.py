@@ -294,6 +294,8 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
         return res
     if not body.strip():
         res.status = "empty"
+        res.deadletters.append(make_deadletter("parse", "empty_body", "HTTP 200 with an empty body", body,
+                                               feed_id=fid, fetched_ms=fms))
         return res
     base = payload.final_url or payload.url or None
     try:
@@ -336,7 +338,11 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
             res.malformed += 1
     res.items = len(entries)
     if not entries:
+        # a well-formed feed without items: not an error, but every input must end somewhere
+        # (articles or dead letters), so it is dead-lettered with its own reason and counted
         res.status = "empty"
+        res.deadletters.append(make_deadletter("parse", "no_items", res.bozo or "feed has no items", body,
+                                               feed_id=fid, fetched_ms=fms))
     elif res.articles and res.undated == len(res.articles):
         res.status = "all_undated"
     elif res.undated:
