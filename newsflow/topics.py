@@ -45,7 +45,7 @@ class TopicConfig:
     seed: int = 42
     title_weight: int = 2
     body_words: int = 200
-    label_terms: int = 24  # top title words kept per topic (for labels)
+    label_terms: int = 12  # top title words kept per topic (for labels)
     terms_decay_every: int = 2000  # halve a topic's term counts every N updates of it
 
     def __post_init__(self) -> None:
@@ -55,19 +55,16 @@ class TopicConfig:
 
 
 def hashed_vector(features: TextFeatures, dim: int = 64) -> np.ndarray:
-    """Signed feature hashing of stem-hash counts into ``dim`` floats, L2-normalized.
+    """Signed feature hashing of the token stem hashes into ``dim`` floats, L2-normalized.
 
-    bucket = low bits of the stable 64-bit token hash, sign = its top bit.
+    bucket = low bits of the stable 64-bit token hash, sign = its top bit; term frequency is
+    the raw count (the title counted twice).
     """
-    counts = features.counts
-    n = len(counts)
-    if n == 0:
+    h = features.hashes
+    if len(h) == 0:
         return np.zeros(dim)
-    keys = np.fromiter(counts.keys(), dtype=np.uint64, count=n)
-    vals = np.fromiter(counts.values(), dtype=np.float64, count=n)
-    buckets = (keys & np.uint64(dim - 1)).astype(np.intp)
-    vals[(keys >> np.uint64(63)).astype(bool)] *= -1.0
-    v = np.bincount(buckets, weights=vals, minlength=dim)
+    signs = 1.0 - 2.0 * (h >> np.uint64(63)).astype(np.float64)
+    v = np.bincount((h & np.uint64(dim - 1)).astype(np.intp), weights=signs, minlength=dim)
     norm = float(np.sqrt(v @ v))
     return v / norm if norm > 0.0 else v
 
@@ -86,6 +83,20 @@ class TopicAssignment:
 
     def to_fields(self) -> dict[str, Any]:
         return {"topic_id": self.topic_id, "topic_terms": list(self.terms)}
+
+
+_LABEL_WORDS: dict[str, str] = {}
+
+
+def _label_word(raw: str) -> str:
+    """A raw title token as a label word ('' when it is none: stop word, digits, short)."""
+    ws = words(raw)
+    w = ws[0] if len(ws) == 1 else ""
+    lw = w if len(w) > 2 and w not in STOP_WORDS and not w.isdigit() else ""
+    if len(_LABEL_WORDS) >= 200_000:
+        _LABEL_WORDS.clear()
+    _LABEL_WORDS[raw] = lw
+    return lw
 
 
 def topic_id_of(cluster_no: int) -> str:
@@ -180,16 +191,19 @@ class OnlineTopics:
 
     def _learn_terms(self, k: int, title: str) -> None:
         t = self._terms[k]
-        for w in set(words(title)):
-            if len(w) > 2 and w not in STOP_WORDS and not w.isdigit():
-                t[w] = t.get(w, 0.0) + 1.0
+        for w in set(title.split()):
+            lw = _LABEL_WORDS.get(w)
+            if lw is None:
+                lw = _label_word(w)
+            if lw:
+                t[lw] = t.get(lw, 0.0) + 1.0
         cap = self.config.label_terms
-        if len(t) > 8 * cap:
+        if len(t) > 4 * cap:
             self._terms[k] = dict(sorted(t.items(), key=lambda kv: (-kv[1], kv[0]))[:cap])
         n = int(self._counts[k])
         if n % self.config.terms_decay_every == 0:
             self._terms[k] = {w: c / 2 for w, c in self._terms[k].items() if c >= 1.0}
-        if n < 64 or n % 16 == 0:  # refresh the cached label now and then (cheap, deterministic)
+        if n < 32 or n % 32 == 0:  # refresh the cached label now and then (cheap, deterministic)
             self._top[k] = self.topic_terms(k)
 
     def topic_terms(self, k: int, n: int = 3) -> tuple[str, ...]:
@@ -272,12 +286,64 @@ def _river_initial_centers(c: TopicConfig) -> np.ndarray:
     )
 
 
+def hashed_matrix(features: Sequence[TextFeatures], dim: int = 64) -> np.ndarray:
+    """:func:`hashed_vector` of many documents at once (rows), with one ``bincount``."""
+    n = len(features)
+    if n == 0:
+        return np.zeros((0, dim))
+    lens = np.fromiter((len(f.hashes) for f in features), dtype=np.intp, count=n)
+    h = np.concatenate([f.hashes for f in features]) if lens.sum() else np.zeros(0, np.uint64)
+    rows = np.repeat(np.arange(n, dtype=np.intp), lens)
+    signs = 1.0 - 2.0 * (h >> np.uint64(63)).astype(np.float64)
+    idx = rows * dim + (h & np.uint64(dim - 1)).astype(np.intp)
+    m = np.bincount(idx, weights=signs, minlength=n * dim).reshape(n, dim)
+    norms = np.sqrt(np.einsum("ij,ij->i", m, m))
+    norms[norms == 0.0] = 1.0
+    return m / norms[:, None]
+
+
 def assign_many(
     model: OnlineTopics,
     recs: Sequence[Mapping[str, Any]],
     features: Sequence[TextFeatures] | None = None,
 ) -> list[TopicAssignment]:
-    """:meth:`OnlineTopics.assign` over a batch, in order."""
+    """:meth:`OnlineTopics.assign` over a batch, in order: the same result as one call per
+    record, faster (one hashing pass; distances to all centres computed once per batch and
+    only the moved centre's column refreshed after each update)."""
+    c = model.config
     if features is None:
-        return [model.assign(r) for r in recs]
-    return [model.assign(r, f) for r, f in zip(recs, features, strict=True)]
+        features = [
+            TextFeatures.of(
+                r.get("title") or "",
+                r.get("body_text") or "",
+                title_weight=c.title_weight,
+                body_words=c.body_words,
+            )
+            for r in recs
+        ]
+    X = hashed_matrix(features, c.dim)
+    n = len(X)
+    if n == 0:
+        return []
+    C = model._centers
+    h = c.halflife
+    # squared distances, computed exactly like learn_predict_one (difference, then sum)
+    D = np.empty((n, c.n_clusters))
+    for j in range(c.n_clusters):
+        d = X - C[j]
+        D[:, j] = np.einsum("ij,ij->i", d, d)
+    out: list[TopicAssignment] = []
+    nonempty = X.any(axis=1)
+    for i in range(n):
+        k = int(D[i].argmin())
+        dist = float(np.sqrt(D[i, k]))
+        if nonempty[i]:
+            C[k] += h * (X[i] - C[k])
+            model._counts[k] += 1
+            model.n_seen += 1
+            model._learn_terms(k, recs[i].get("title") or "")
+            if i + 1 < n:
+                d = X[i + 1 :] - C[k]
+                D[i + 1 :, k] = np.einsum("ij,ij->i", d, d)
+        out.append(TopicAssignment(topic_id_of(k), k, dist, model._top[k]))
+    return out
