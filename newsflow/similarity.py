@@ -1,0 +1,238 @@
+"""Similarity measures of the dedup layers 3-4 (000 Step 3, 001 "Deduplication Strategies").
+
+- Layer 3, title similarity: :func:`title_jaccard` (seed: word-set Jaccard >= 0.85, >= 0.95 for
+  titles under 5 words), :func:`title_overlap_coefficient` (peer: >= 0.6),
+  :func:`title_jaro_winkler` (003 ADR: >= 0.85).
+- Layer 4, content fingerprints: :func:`simhash64` + :func:`hamming` (seed: Hamming <= 3),
+  MinHash with 128 permutations (:func:`minhash_signature`, same values as datasketch 1.x
+  ``MinHash(num_perm=128, seed=1)``), LSH band keys b=16 x r=8 (:func:`lsh_band_keys`), the
+  b-bit compressed signature kept in state (:func:`compress_signature`,
+  :func:`signature_jaccard`), and the first-3-sentences overlap of 001
+  (:func:`first_sentences`, :func:`first_sentences_overlap`).
+
+All hashes are stable across processes and runs (sha1 / xxh3, never Python's ``hash()``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+import numpy as np
+import xxhash
+from rapidfuzz.distance import JaroWinkler
+
+__all__ = [
+    "MAX_HASH",
+    "MERSENNE_PRIME",
+    "compress_signature",
+    "first_sentences",
+    "first_sentences_overlap",
+    "hamming",
+    "lsh_band_keys",
+    "minhash_jaccard",
+    "minhash_permutations",
+    "minhash_signature",
+    "sentence_key",
+    "signature_jaccard",
+    "simhash64",
+    "title_jaccard",
+    "title_jaro_winkler",
+    "title_overlap_coefficient",
+]
+
+MERSENNE_PRIME = np.uint64((1 << 61) - 1)  # datasketch._mersenne_prime
+MAX_HASH = np.uint64((1 << 32) - 1)  # datasketch._max_hash
+_U64 = (1 << 64) - 1
+
+
+# --- Layer 3: titles ---------------------------------------------------------------------
+
+
+def title_jaccard(a: Iterable[str], b: Iterable[str]) -> float:
+    """Jaccard similarity of two word sets (000 Step 3 Layer 3). Empty vs empty is 0."""
+    sa, sb = set(a), set(b)
+    if not sa or not sb:
+        return 0.0
+    inter = len(sa & sb)
+    return inter / (len(sa) + len(sb) - inter)
+
+
+def title_overlap_coefficient(a: Iterable[str], b: Iterable[str]) -> float:
+    """|A ∩ B| / min(|A|, |B|): a rewritten or shortened headline still scores high."""
+    sa, sb = set(a), set(b)
+    if not sa or not sb:
+        return 0.0
+    return len(sa & sb) / min(len(sa), len(sb))
+
+
+def title_jaro_winkler(a: str, b: str) -> float:
+    """Jaro-Winkler similarity of two normalized titles (003 ADR: duplicate when >= 0.85)."""
+    if not a or not b:
+        return 0.0
+    return float(JaroWinkler.similarity(a, b))
+
+
+# --- Layer 4: SimHash ----------------------------------------------------------------------
+
+
+def simhash64(features: Iterable[str], weights: Sequence[float] | None = None) -> int:
+    """64-bit SimHash (Charikar) of a bag of features (001 Layer 4 "SimHash").
+
+    Each feature is hashed with xxh3-64; bit i of the result is set when the weighted sum of
+    +1/-1 votes of bit i is positive. Empty input gives 0.
+    """
+    feats = list(features)
+    if not feats:
+        return 0
+    hashes = np.fromiter(
+        (xxhash.xxh3_64_intdigest(f.encode("utf-8", "surrogatepass")) for f in feats),
+        dtype=np.uint64,
+        count=len(feats),
+    )
+    bits = ((hashes[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).astype(np.int8)
+    votes = bits * 2 - 1
+    w = np.ones(len(feats)) if weights is None else np.asarray(weights, dtype=np.float64)
+    total = w @ votes
+    out = 0
+    for i in np.flatnonzero(total > 0):
+        out |= 1 << int(i)
+    return out
+
+
+def hamming(a: int, b: int) -> int:
+    """Number of differing bits of two 64-bit fingerprints (seed: near-duplicate when <= 3)."""
+    return ((a ^ b) & _U64).bit_count()
+
+
+# --- Layer 4: MinHash + LSH ---------------------------------------------------------------
+
+
+@lru_cache(maxsize=8)
+def minhash_permutations(num_perm: int = 128, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The (a, b) permutation parameters of datasketch 1.x ``MinHash(num_perm, seed)``."""
+    gen = np.random.RandomState(seed)
+    ab = np.array(
+        [
+            (
+                gen.randint(1, int(MERSENNE_PRIME), dtype=np.uint64),
+                gen.randint(0, int(MERSENNE_PRIME), dtype=np.uint64),
+            )
+            for _ in range(num_perm)
+        ],
+        dtype=np.uint64,
+    ).T
+    a, b = ab[0].copy(), ab[1].copy()
+    a.setflags(write=False)
+    b.setflags(write=False)
+    return a, b
+
+
+def _sha1_32(data: bytes) -> int:
+    """datasketch.hashfunc.sha1_hash32: first 4 bytes of SHA-1, little endian."""
+    return struct.unpack("<I", hashlib.sha1(data).digest()[:4])[0]
+
+
+@lru_cache(maxsize=1 << 18)
+def _shingle_hash(shingle: str) -> int:
+    """sha1_hash32 of a shingle's UTF-8 bytes, cached (headline vocabularies are Zipfian)."""
+    return _sha1_32(shingle.encode("utf-8", "surrogatepass"))
+
+
+def minhash_signature(shingles: Iterable[str], num_perm: int = 128, seed: int = 1) -> np.ndarray:
+    """MinHash signature (uint64[num_perm]) of a shingle set, 001 Layer 4 "MinHash (128 hashes)".
+
+    Numpy-vectorized, identical values to datasketch 1.x ``MinHash(num_perm, seed)`` updated
+    with the UTF-8 bytes of each shingle (same sha1_hash32, same permutations, same uint64
+    overflow). An empty set gives the all-``MAX_HASH`` signature, like an empty MinHash.
+    """
+    a, b = minhash_permutations(num_perm, seed)
+    hv = np.array([_shingle_hash(s) for s in shingles], dtype=np.uint64)
+    if hv.size == 0:
+        return np.full(num_perm, MAX_HASH, dtype=np.uint64)
+    phv = (hv[:, None] * a + b) % MERSENNE_PRIME
+    return np.bitwise_and(phv, MAX_HASH).min(axis=0)
+
+
+def minhash_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
+    """Estimated Jaccard similarity: share of equal signature positions (datasketch.jaccard)."""
+    return float(np.count_nonzero(sig_a == sig_b)) / float(len(sig_a))
+
+
+def lsh_band_keys(signature: np.ndarray, bands: int = 16, rows: int = 8, salt: str = "") -> list[int]:
+    """LSH band keys (001 Layer 4: b=16, r=8): one stable 64-bit key per band.
+
+    key = xxh3_64(salt | band number | the band's ``rows`` uint64 values, little endian), so two
+    signatures share band i's key iff they agree on all rows of band i (up to a 2^-64
+    collision). ``salt`` separates key spaces (e.g. "t" title shingles, "b" body shingles).
+    """
+    if bands * rows > len(signature):
+        msg = f"bands*rows={bands * rows} exceeds signature length {len(signature)}"
+        raise ValueError(msg)
+    raw = np.ascontiguousarray(signature[: bands * rows], dtype="<u8").tobytes()
+    step = rows * 8
+    prefix = salt.encode()
+    return [
+        xxhash.xxh3_64_intdigest(prefix + bytes((i,)) + raw[i * step : (i + 1) * step])
+        for i in range(bands)
+    ]
+
+
+def compress_signature(signature: np.ndarray, bits: int = 16) -> bytes:
+    """b-bit MinHash (Li & König 2010): keep the low ``bits`` (8 or 16) of each value.
+
+    128 x 16 bits = 256 bytes per article instead of 1 KB; :func:`signature_jaccard` corrects
+    for the 2^-bits chance that two different values agree on their low bits.
+    """
+    if bits == 16:
+        return (signature & np.uint64(0xFFFF)).astype("<u2").tobytes()
+    if bits == 8:
+        return (signature & np.uint64(0xFF)).astype("u1").tobytes()
+    msg = "bits must be 8 or 16"
+    raise ValueError(msg)
+
+
+def signature_jaccard(a: bytes, b: bytes, bits: int = 16) -> float:
+    """Jaccard estimate from two :func:`compress_signature` values (bias-corrected)."""
+    dt = "<u2" if bits == 16 else "u1"
+    va, vb = np.frombuffer(a, dtype=dt), np.frombuffer(b, dtype=dt)
+    if len(va) != len(vb) or len(va) == 0:
+        return 0.0
+    e = float(np.count_nonzero(va == vb)) / len(va)
+    c = 1.0 / (1 << bits)
+    return max(0.0, (e - c) / (1.0 - c))
+
+
+# --- Layer 4: sentence-level overlap (001) -----------------------------------------------
+
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[]?[A-Z0-9])")
+_NONWORD = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def first_sentences(text: str, n: int = 3, min_words: int = 11) -> list[str]:
+    """The first ``n`` non-trivial sentences (001: "> 10 words each"), normalized
+    (lowercase, punctuation dropped)."""
+    out: list[str] = []
+    if not text:
+        return out
+    for sent in _SENT_SPLIT.split(text):
+        norm = _NONWORD.sub(" ", sent.lower()).split()
+        if len(norm) >= min_words:
+            out.append(" ".join(norm))
+            if len(out) == n:
+                break
+    return out
+
+
+def sentence_key(sentence: str) -> int:
+    """Stable 64-bit key of a normalized sentence (kept in state instead of the text)."""
+    return xxhash.xxh3_64_intdigest(sentence.encode("utf-8", "surrogatepass"))
+
+
+def first_sentences_overlap(a: Iterable[int | str], b: Iterable[int | str]) -> int:
+    """How many of the first sentences (texts or :func:`sentence_key` values) two articles
+    share. 001 Layer 4: a near-duplicate when >= 2 match."""
+    return len(set(a) & set(b))
