@@ -16,6 +16,7 @@ from typing import Any
 import feedparser
 import orjson
 
+from newsflow.fastfeed import fast_parse
 from newsflow.hashing import bytes_id, stable_id
 from newsflow.model import Article, DeadLetter, Media, RawPayload
 from newsflow.settings import Settings
@@ -224,7 +225,7 @@ def normalize_entry(
     entry: Any, feed: Any, payload: RawPayload, feed_format: str, index: int, base: str | None,
     settings: Settings, publisher: str,
 ) -> Article | DeadLetter:
-    raw_body = extract_body(entry)
+    raw_body = extract_body(entry).strip()
     body_text = html_to_text(raw_body)
     title = clean_title(entry.get("title"))
     if not title:
@@ -298,23 +299,27 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
                                                feed_id=fid, fetched_ms=fms))
         return res
     base = payload.final_url or payload.url or None
-    try:
-        d = parse_feed(body, base)
-        fmt = d.get("version") or ""
-        if not d.entries and d.get("bozo"):
-            fixed = recover_xml(body)
-            d2 = parse_feed(fixed, base)
-            if d2.entries or (d2.get("version") and not d2.get("bozo")):
-                d, fmt, res.recovered = d2, d2.get("version") or "", True
-    except Exception as e:  # feedparser is lenient, but a crash must never stop the flow
-        res.status = "parse_error"
-        res.deadletters.append(make_deadletter(
-            "parse", "parser_crash", f"{type(e).__name__}: {e}", body, feed_id=fid, fetched_ms=fms))
-        return res
-    if d.get("bozo"):
-        exc = d.get("bozo_exception")
-        res.bozo = f"{type(exc).__name__}: {exc}"[:300] if exc else "bozo"
-    entries = d.entries
+    fast = fast_parse(body) if settings.fast_parse else None
+    if fast is not None:
+        fmt, feed, entries = fast
+    else:
+        try:
+            d = parse_feed(body, base)
+            fmt = d.get("version") or ""
+            if not d.entries and d.get("bozo"):
+                fixed = recover_xml(body)
+                d2 = parse_feed(fixed, base)
+                if d2.entries or (d2.get("version") and not d2.get("bozo")):
+                    d, fmt, res.recovered = d2, d2.get("version") or "", True
+        except Exception as e:  # feedparser is lenient, but a crash must never stop the flow
+            res.status = "parse_error"
+            res.deadletters.append(make_deadletter(
+                "parse", "parser_crash", f"{type(e).__name__}: {e}", body, feed_id=fid, fetched_ms=fms))
+            return res
+        if d.get("bozo"):
+            exc = d.get("bozo_exception")
+            res.bozo = f"{type(exc).__name__}: {exc}"[:300] if exc else "bozo"
+        feed, entries = d.feed, d.entries
     if not fmt and not entries:
         if looks_like_html_page(body):
             res.status, reason, detail = "html_instead_of_feed", "html_instead_of_feed", "body is an HTML page, not a feed"
@@ -323,10 +328,10 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
         res.deadletters.append(make_deadletter("parse", reason, detail, body, feed_id=fid, fetched_ms=fms))
         return res
     res.feed_format = fmt or "unknown"
-    publisher = publisher_of(payload, d.feed)
+    publisher = publisher_of(payload, feed)
     for i, entry in enumerate(entries):
         try:
-            out = normalize_entry(entry, d.feed, payload, res.feed_format, i, base, settings, publisher)
+            out = normalize_entry(entry, feed, payload, res.feed_format, i, base, settings, publisher)
         except Exception as e:  # a bug or an exotic entry: dead-letter it, keep going
             out = make_deadletter("normalize", "normalize_error", f"{type(e).__name__}: {e}",
                                   _entry_bytes(entry), feed_id=fid, fetched_ms=fms, item_index=i)
