@@ -484,17 +484,16 @@ def _first_tag(body: bytes, limit: int = 4096) -> str | None:
     return None
 
 
-_HTML_MARKERS = (b"<html", b"<head", b"<body", b"<!doctype html", b"cf-browser-verification",
-                 b"challenge-platform", b"<title>just a moment")
+_HTML_ELEMENTS = frozenset({"html", "head", "body", "title", "meta", "p", "div", "h1", "h2",
+                            "center", "table", "script", "style", "br", "span", "pre", "link"})
 
 
 def looks_like_html(body: bytes, content_type: str | None) -> bool:
     """The body is an HTML page (Cloudflare challenge, error page, paywall) rather than a feed.
 
     Decided by the first element: ``<rss>``, ``<feed>``, ``<rdf:RDF>`` are feeds whatever the
-    Content-Type says (many servers send feeds as text/html); ``<html>`` or an HTML doctype is
-    HTML. When the first element says nothing, a ``text/html`` Content-Type with HTML markers
-    near the start decides.
+    Content-Type says (many servers send feeds as text/html); an HTML doctype or an HTML element
+    (``<html>``, ``<p>``, ...) is HTML. Otherwise a ``text/html`` Content-Type decides.
     """
     tag = _first_tag(body)
     if tag is not None:
@@ -503,13 +502,10 @@ def looks_like_html(body: bytes, content_type: str | None) -> bool:
         local = tag.split(":", 1)[-1] if tag != "rdf:rdf" else tag
         if tag in _FEED_ROOTS or local in _FEED_ROOTS:
             return False
-        if local in {"html", "head", "body"}:
+        if local in _HTML_ELEMENTS:
             return True
     ct = (content_type or "").lower()
-    if "html" in ct and "xml" not in ct:
-        head = body[:4096].lower()
-        return any(m in head for m in _HTML_MARKERS) or tag is None
-    return False
+    return "html" in ct and "xml" not in ct
 
 
 def is_rate_limited(status: int | None, headers: Mapping[str, str], now_ms: int = 0) -> bool:
@@ -1101,7 +1097,11 @@ def _registrable_host(host: str) -> str:
         rd = ext.top_domain_under_public_suffix
     else:  # tldextract < 5.3
         rd = ext.registered_domain
-    return rd or host
+    if rd:
+        return str(rd)
+    # suffix not in the list (e.g. ".example", ".internal"): the last two labels
+    labels = [x for x in host.split(".") if x]
+    return ".".join(labels[-2:]) if labels else host
 
 
 def registrable_domain(url: str) -> str:
