@@ -76,7 +76,6 @@ def _extractor():  # type: ignore[no-untyped-def]
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
-@functools.lru_cache(maxsize=65536)
 def registrable_domain(url_or_host: str) -> str:
     """eTLD+1 of a URL or host (``a.b.tumblr.com`` -> ``tumblr.com``); the host when unknown."""
     host = url_or_host
@@ -85,6 +84,11 @@ def registrable_domain(url_or_host: str) -> str:
             host = urlsplit(url_or_host).hostname or url_or_host
         except ValueError:
             host = url_or_host
+    return _host_domain(host.lower())
+
+
+@functools.lru_cache(maxsize=131072)
+def _host_domain(host: str) -> str:
     ext = _extractor()(host)
     top = ext.top_domain_under_public_suffix if hasattr(ext, "top_domain_under_public_suffix") else ext.registered_domain
     host = host.lower()
