@@ -32,13 +32,14 @@ What one :meth:`HttpFetcher.fetch` does:
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import httpcore
 import httpx
@@ -322,6 +323,33 @@ def _strip_userinfo(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
 
 
+def _basic_auth(url: str) -> httpx.BasicAuth | None:
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return None
+    return httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+
+
+class _RedactingFilter(logging.Filter):
+    """httpx logs every request URL at INFO: strip credentials from log arguments."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and record.args:
+            record.args = tuple(redact_url(str(a)) if isinstance(a, httpx.URL | str) and "://" in str(a)
+                                else a for a in record.args)
+        elif isinstance(record.msg, str) and "://" in record.msg:
+            record.msg = redact_message(record.msg) or ""
+        return True
+
+
+def install_log_redaction() -> None:
+    """Idempotently attach the redacting filter to the httpx/httpcore loggers."""
+    for name in ("httpx", "httpcore"):
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, _RedactingFilter) for f in lg.filters):
+            lg.addFilter(_RedactingFilter())
+
+
 class HttpFetcher:
     """Fetches feeds. Create one per event loop; ``await aclose()`` when done."""
 
@@ -340,6 +368,7 @@ class HttpFetcher:
         self._resolver = resolver
         self._monotonic = monotonic
         self._client: httpx.AsyncClient | None = None
+        install_log_redaction()
 
     def _get_client(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -397,8 +426,13 @@ class HttpFetcher:
                     if not scheme_allowed(current):
                         return done(FetchKind.BLOCKED,
                                     error=f"scheme not allowed: {urlsplit(current).scheme or '?'}:")
-                    req_url = current if _same_origin(current, url) else _strip_userinfo(current)
-                    async with self._get_client().stream("GET", req_url, headers=dict(headers or {})) as resp:
+                    # credentials go in an Authorization header, to the feed's own origin only,
+                    # never in the URL (httpx logs request URLs)
+                    auth = _basic_auth(url) if _same_origin(current, url) else None
+                    async with self._get_client().stream(
+                        "GET", _strip_userinfo(current), headers=dict(headers or {}),
+                        auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT,
+                    ) as resp:
                         status = resp.status_code
                         rh = {k.lower(): v for k, v in resp.headers.items()}
                         location = rh.get("location")
