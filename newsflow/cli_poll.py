@@ -109,12 +109,6 @@ def cmd_poll(args: argparse.Namespace) -> int:
     except RegistryError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    feeds, problems = valid_feeds(registry)
-    for p in problems:
-        print(p, file=sys.stderr)
-    if not feeds:
-        print("error: no valid feeds in the registry", file=sys.stderr)
-        return 2
     cfg = load_poller_config(args.config)
     fetch = cfg.fetch
     if args.allow_private:
@@ -122,6 +116,14 @@ def cmd_poll(args: argparse.Namespace) -> int:
     if args.timeout is not None:
         fetch = replace(fetch, timeout_s=args.timeout)
     cfg = replace(cfg, fetch=fetch)
+    feeds, problems = valid_feeds(registry, min_interval_s=cfg.policy.min_interval_s,
+                                  allow_private=fetch.allow_private,
+                                  allowed_networks=fetch.allowed_networks)
+    for p in problems:
+        print(p, file=sys.stderr)
+    if not feeds:
+        print("error: no valid feeds in the registry", file=sys.stderr)
+        return 2
     if args.concurrency is not None:
         cfg = replace(cfg, concurrency=args.concurrency)
     if args.heartbeat is not None:

@@ -422,7 +422,13 @@ def merge_feeds(existing: Sequence[FeedSpec], new: Iterable[FeedSpec]) -> tuple[
 # --------------------------------------------------------------------------------------------
 
 
-def check(registry: Registry, *, min_interval_s: float = 300.0) -> list[Problem]:
+def check(
+    registry: Registry,
+    *,
+    min_interval_s: float = 300.0,
+    allow_private: bool = False,
+    allowed_networks: Iterable[str] = (),
+) -> list[Problem]:
     """Validate a registry: every problem found, errors first. An empty list means valid.
 
     Errors: missing/duplicate/reserved/malformed id, missing or non-http(s) URL, unknown tier,
@@ -448,7 +454,8 @@ def check(registry: Registry, *, min_interval_s: float = 300.0) -> list[Problem]
             if parts.username or parts.password:
                 problems.append(Problem("warning", f.id, "url",
                                         "credentials in the URL (they are never logged or emitted)"))
-            reason = address_block_reason(parts.hostname or "")
+            reason = address_block_reason(parts.hostname or "", allow_private=allow_private,
+                                          allowed_networks=tuple(allowed_networks))
             if reason not in (None, "not an IP address"):
                 problems.append(Problem("warning", f.id, "url",
                                         f"{reason}: refused unless --allow-private"))
@@ -479,9 +486,9 @@ def check(registry: Registry, *, min_interval_s: float = 300.0) -> list[Problem]
     return problems
 
 
-def valid_feeds(registry: Registry) -> tuple[list[FeedSpec], list[Problem]]:
+def valid_feeds(registry: Registry, **check_options: Any) -> tuple[list[FeedSpec], list[Problem]]:
     """Feeds the poller may poll (no error of their own), and all problems."""
-    problems = check(registry)
+    problems = check(registry, **check_options)
     bad = {p.feed_id for p in problems if p.level == "error"}
     seen: set[str] = set()
     ok: list[FeedSpec] = []
