@@ -59,9 +59,10 @@ def kafka_outputs(
     """One Kafka sink per output topic; the message key is the record's idempotent key."""
     cfg = {**PRODUCER_CONFIG, **(add_config or {})}
     t = settings.topics
-    for topic in (t.articles, t.digests, t.feed_health, t.deadletter):
+    for name in ("articles", "digests", "feed_health", "deadletter"):  # step ids can't contain "."
+        topic = getattr(t, name)
         sel = op.filter_map(
-            f"select_{topic}", outs,
+            f"select_{name}", outs,
             lambda o, topic=topic: KafkaSinkMessage(o[1], o[2]) if o[0] == topic else None,
         )
-        kop.output(f"kafka_out_{topic}", sel, brokers=brokers, topic=topic, add_config=cfg)
+        kop.output(f"kafka_out_{name}", sel, brokers=brokers, topic=topic, add_config=cfg)
