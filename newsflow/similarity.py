@@ -33,9 +33,11 @@ __all__ = [
     "first_sentences_overlap",
     "hamming",
     "lsh_band_keys",
+    "lsh_band_keys_bulk",
     "minhash_jaccard",
     "minhash_permutations",
     "minhash_signature",
+    "minhash_signatures",
     "sentence_key",
     "signature_jaccard",
     "simhash64",
@@ -149,12 +151,28 @@ def minhash_signature(shingles: Iterable[str], num_perm: int = 128, seed: int = 
     with the UTF-8 bytes of each shingle (same sha1_hash32, same permutations, same uint64
     overflow). An empty set gives the all-``MAX_HASH`` signature, like an empty MinHash.
     """
+    return minhash_signatures([list(shingles)], num_perm, seed)[0]
+
+
+def minhash_signatures(
+    shingle_sets: Sequence[Sequence[str]], num_perm: int = 128, seed: int = 1
+) -> np.ndarray:
+    """Signatures of many shingle sets at once (like ``datasketch.MinHash.bulk``): one numpy
+    pass over all shingles, ``np.minimum.reduceat`` per set. Returns uint64[n, num_perm]; row i
+    equals :func:`minhash_signature` of set i (empty sets give all ``MAX_HASH``)."""
     a, b = minhash_permutations(num_perm, seed)
-    hv = np.array([_shingle_hash(s) for s in shingles], dtype=np.uint64)
-    if hv.size == 0:
-        return np.full(num_perm, MAX_HASH, dtype=np.uint64)
-    phv = (hv[:, None] * a + b) % MERSENNE_PRIME
-    return np.bitwise_and(phv, MAX_HASH).min(axis=0)
+    n = len(shingle_sets)
+    out = np.full((n, num_perm), MAX_HASH, dtype=np.uint64)
+    lengths = np.fromiter((len(x) for x in shingle_sets), dtype=np.int64, count=n)
+    nonempty = np.flatnonzero(lengths)
+    if nonempty.size == 0:
+        return out
+    h = _shingle_hash
+    hv = np.array([h(t) for i in nonempty for t in shingle_sets[i]], dtype=np.uint64)
+    phv = np.bitwise_and((hv[:, None] * a + b) % MERSENNE_PRIME, MAX_HASH)
+    starts = np.concatenate(([0], np.cumsum(lengths[nonempty])[:-1]))
+    out[nonempty] = np.minimum.reduceat(phv, starts, axis=0)
+    return out
 
 
 def minhash_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
@@ -162,23 +180,49 @@ def minhash_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
     return float(np.count_nonzero(sig_a == sig_b)) / float(len(sig_a))
 
 
+@lru_cache(maxsize=16)
+def _band_multipliers(bands: int, rows: int, salt: str) -> np.ndarray:
+    """Odd 64-bit multipliers per (band, row), derived from xxh3 of (salt, band, row): stable."""
+    m = np.array(
+        [[xxhash.xxh3_64_intdigest(f"{salt}|{i}|{j}".encode()) | 1 for j in range(rows)]
+         for i in range(bands)],
+        dtype=np.uint64,
+    )
+    m.setflags(write=False)
+    return m
+
+
+def _mix64(h: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer (vectorized): spreads the keys evenly over shards."""
+    h = h ^ (h >> np.uint64(30))
+    h = h * np.uint64(0xBF58476D1CE4E5B9)
+    h = h ^ (h >> np.uint64(27))
+    h = h * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def lsh_band_keys_bulk(signatures: np.ndarray, bands: int = 16, rows: int = 8,
+                       salt: str = "") -> np.ndarray:
+    """Band keys of many signatures (uint64[n, num_perm] -> uint64[n, bands])."""
+    if bands * rows > signatures.shape[1]:
+        msg = f"bands*rows={bands * rows} exceeds signature length {signatures.shape[1]}"
+        raise ValueError(msg)
+    with np.errstate(over="ignore"):
+        sig = signatures[:, : bands * rows].reshape(len(signatures), bands, rows)
+        h = (sig * _band_multipliers(bands, rows, salt)).sum(axis=2, dtype=np.uint64)
+        return _mix64(h)
+
+
 def lsh_band_keys(signature: np.ndarray, bands: int = 16, rows: int = 8, salt: str = "") -> list[int]:
     """LSH band keys (001 Layer 4: b=16, r=8): one stable 64-bit key per band.
 
-    key = xxh3_64(salt | band number | the band's ``rows`` uint64 values, little endian), so two
-    signatures share band i's key iff they agree on all rows of band i (up to a 2^-64
-    collision). ``salt`` separates key spaces (e.g. "t" title shingles, "b" body shingles).
+    key_i = splitmix64(sum_r m[i, r] * v[i*rows + r] mod 2^64) with fixed odd multipliers m
+    derived from xxh3(salt, i, r): two signatures share band i's key when they agree on all
+    ``rows`` values of band i; distinct bands collide with probability ~2^-32 or less (and
+    every candidate is confirmed by the exact measure anyway). ``salt`` separates key spaces
+    ("t" title, "b" body).
     """
-    if bands * rows > len(signature):
-        msg = f"bands*rows={bands * rows} exceeds signature length {len(signature)}"
-        raise ValueError(msg)
-    raw = np.ascontiguousarray(signature[: bands * rows], dtype="<u8").tobytes()
-    step = rows * 8
-    prefix = salt.encode()
-    return [
-        xxhash.xxh3_64_intdigest(prefix + bytes((i,)) + raw[i * step : (i + 1) * step])
-        for i in range(bands)
-    ]
+    return lsh_band_keys_bulk(signature[None, :], bands, rows, salt)[0].tolist()
 
 
 def compress_signature(signature: np.ndarray, bits: int = 16) -> bytes:

@@ -42,7 +42,7 @@ _PREFIX = re.compile(
 #: "UPDATE 1-", "UPDATE 2-" (Reuters re-issues) — also caught by _PREFIX; kept explicit for readers.
 _WIRE_UPDATE = re.compile(r"^\s*update\s*\d+\s*-\s*", re.IGNORECASE)
 #: " - Reuters", " | BBC News", " — The Guardian": a short trailing segment after a separator.
-_SUFFIX = re.compile(r"\s+(?:[-\u2013\u2014|]|::)\s+([^-\u2013\u2014|]{2,40})$")
+_SUFFIX_SEPARATORS = (" - ", " | ", " \u2013 ", " \u2014 ", " :: ")
 #: a trailing ellipsis of truncated feed titles ("... show weak trade  ...")
 _ELLIPSIS = re.compile(r"\s*(?:\.\.\.|\u2026)\s*$")
 #: words that look like a publisher name in a suffix
@@ -79,19 +79,26 @@ def strip_title_affixes(title: str, publisher: str | None = None) -> str:
     name (short segment with a word such as "News", "Times", ".com"). Never returns an empty
     string when the input had words: if stripping would empty it, the input is kept.
     """
-    t = _WS.sub(" ", unicodedata.normalize("NFKC", title)).strip()
+    if not title.isascii():
+        title = unicodedata.normalize("NFKC", title)
+    t = " ".join(title.split())
     if not t:
         return t
-    out = _WIRE_UPDATE.sub("", t, count=1)
-    out = _PREFIX.sub("", out, count=1)
-    out = _ELLIPSIS.sub("", out)
-    m = _SUFFIX.search(out)
-    if m:
-        seg = m.group(1).strip()
-        if (publisher and _norm_pub(seg) == _norm_pub(publisher)) or (
-            len(seg.split()) <= 4 and _PUBLISHER_HINTS.search(seg)
+    out = t
+    head = t[:48]
+    if ":" in head or "-" in head or "|" in head or "\u2013" in head or "\u2014" in head:
+        out = _WIRE_UPDATE.sub("", out, count=1)
+        out = _PREFIX.sub("", out, count=1)
+    if out.endswith(("...", "\u2026")):
+        out = _ELLIPSIS.sub("", out)
+    cut = max(out.rfind(sep) for sep in _SUFFIX_SEPARATORS)
+    if cut > 0:
+        seg = out[cut:].strip(" -|:\u2013\u2014")
+        if 2 <= len(seg) <= 40 and (
+            (publisher and _norm_pub(seg) == _norm_pub(publisher))
+            or (len(seg.split()) <= 4 and _PUBLISHER_HINTS.search(seg))
         ):
-            out = out[: m.start()]
+            out = out[:cut]
     out = out.strip()
     return out if _WORD.search(out) else t
 
@@ -161,10 +168,11 @@ def url_slug_tokens(url: str | None) -> list[str]:
             best, best_n = seg, n
     if not best:
         return []
-    if "." in best:
-        best = best.rsplit(".", 1)[0]
-    words = _WORD.findall(_APOS.sub("", best.lower()).replace("_", " "))
-    return [w for w in words if not _HEXISH.match(w)]
+    dot = best.rfind(".")
+    if dot > 0 and len(best) - dot <= 6:
+        best = best[:dot]
+    words = best.lower().replace("_", "-").replace("'", "").split("-")
+    return [w for w in words if w and w.isalnum() and not _HEXISH.match(w)]
 
 
 def word_shingles(tokens: Sequence[str], k: int = 1) -> list[str]:

@@ -1,0 +1,116 @@
+"""Replay the UCI News Aggregator month through the StoryAssigner and score story ids.
+
+    python bench/eval_stories.py [--limit N] [--preset tuned] [--out DIR] [--no-score]
+
+Reads ../shared/data/uci-news/uci_news_2014-03_05.daily_shuffled.jsonl.gz in file order (never
+copied into the repo), builds one article per row (title, url, publisher = source, time; UCI has
+no body, so body = ""), assigns story ids online in one pass, writes {id, story} predictions and
+a gold file ({id, story, time}, derived from the same rows) to --out (default /tmp), runs
+``score_stories.py GOLD PRED --by-day`` and prints pairwise and B-cubed P/R/F1, articles/s
+(stage only: featurize + assign, reading/JSON excluded) and per-layer link precision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from newsflow.stories import PRESETS, StoryAssigner, StoryInput, featurize_batch  # noqa: E402
+from newsflow.timeutil import iso_to_ms  # noqa: E402
+
+SHARED = ROOT.parent / "shared"
+DATA = SHARED / "data/uci-news/uci_news_2014-03_05.daily_shuffled.jsonl.gz"
+SCORER = SHARED / "tools/score_stories.py"
+
+
+def load_rows(path: Path, limit: int | None) -> list[dict]:
+    rows = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            rows.append(json.loads(line))
+            if limit and len(rows) >= limit:
+                break
+    return rows
+
+
+def run(rows: list[dict], preset: str, band_shards: int = 1, batch: int = 500) -> tuple:
+    cfg = PRESETS[preset]
+    inputs = [
+        StoryInput(str(r["id"]), r["title"], r.get("url"), r.get("source") or r.get("hostname") or "",
+                   iso_to_ms(r["time"]))
+        for r in rows
+    ]
+    sa = StoryAssigner(cfg, band_shards=band_shards)
+    out = []
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    for i in range(0, len(inputs), batch):
+        for f in featurize_batch(inputs[i : i + batch], cfg):
+            out.append(sa.assign(f))
+    return out, time.perf_counter() - t0, time.process_time() - c0, sa
+
+
+def layer_table(rows: list[dict], out: list) -> dict:
+    gold = {str(r["id"]): r["story"] for r in rows}
+    day = {str(r["id"]): r["time"][:10] for r in rows}
+    stats: dict = collections.defaultdict(lambda: [0, 0, 0])
+    for r, a in zip(rows, out, strict=True):
+        key = a.layer or "new-story"
+        s = stats[key]
+        s[0] += 1
+        if a.matched_ref is not None:
+            s[1] += gold[a.matched_ref] == r["story"] if a.matched_ref in gold else 0
+            s[2] += day.get(a.matched_ref) == r["time"][:10]
+    return {k: {"n": v[0], "link_precision": round(v[1] / v[0], 4) if k != "new-story" else None,
+                "same_day": round(v[2] / v[0], 4) if k != "new-story" else None}
+            for k, v in sorted(stats.items())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--preset", default="tuned", choices=sorted(PRESETS))
+    ap.add_argument("--band-shards", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/newsflow-eval-stories"))
+    ap.add_argument("--no-score", action="store_true")
+    args = ap.parse_args(argv)
+
+    rows = load_rows(args.data, args.limit)
+    out, dt, cpu, _sa = run(rows, args.preset, args.band_shards)
+    args.out.mkdir(parents=True, exist_ok=True)
+    pred_path = args.out / f"pred-{args.preset}.jsonl"
+    gold_path = args.out / f"gold-{len(rows)}.jsonl"
+    with open(pred_path, "w", encoding="utf-8") as f:
+        for r, a in zip(rows, out, strict=True):
+            f.write(json.dumps({"id": str(r["id"]), "story": a.story_id}) + "\n")
+    with open(gold_path, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps({"id": str(r["id"]), "story": r["story"], "time": r["time"]}) + "\n")
+    result = {
+        "preset": args.preset,
+        "rows": len(rows),
+        "articles_per_s_wall": round(len(rows) / dt),
+        "articles_per_s_cpu": round(len(rows) / cpu),
+        "stories": len({a.story_id for a in out}),
+        "layers": layer_table(rows, out),
+    }
+    if not args.no_score:
+        proc = subprocess.run([sys.executable, str(SCORER), str(gold_path), str(pred_path), "--by-day"],
+                              capture_output=True, text=True, check=True)
+        result["score"] = json.loads(proc.stdout)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
