@@ -27,6 +27,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from itertools import pairwise
 from typing import Any, NamedTuple, Protocol
 
@@ -358,6 +359,20 @@ class BandIndex:
                         out.extend(e for e in lst if e[1] >= since_ms)
         return out
 
+    def lookup_grouped(self, keys: Sequence[int], since_ms: int) -> list[list[Any]]:
+        """Refs per key (one list per key, same order), entries at or after ``since_ms``."""
+        first = since_ms // self.slab_ms
+        slabs = [self._slabs[s] for s in sorted(self._slabs) if s >= first]
+        out: list[list[Any]] = []
+        for k in keys:
+            refs: list[Any] = []
+            for slab in slabs:
+                lst = slab.get(k)
+                if lst:
+                    refs.extend(e[0] for e in lst if e[1] >= since_ms)
+            out.append(refs)
+        return out
+
     def insert(self, keys: Iterable[int], ref: Any, time_ms: int, unique: bool = False) -> None:
         """Add ``ref`` to the buckets of ``keys`` in the slab of ``time_ms``. ``unique``: skip
         a bucket that already holds ``ref`` in that slab (story postings)."""
@@ -580,22 +595,33 @@ class StoryState:
         return st
 
 
-def match_story_centroid(vec: Mapping[str, float], candidates: Iterable[StoryState],
-                         now_ms: int, config: StoryConfig) -> tuple[StoryState | None, float]:
-    """Best open story for a unit TF-IDF vector: cosine with the story centroid >=
-    ``story_threshold``, story last updated less than ``story_idle_ms`` before ``now_ms``.
-    Ties go to the older story, then the smaller id (order-free)."""
+def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterable[str]],
+                         stories: Mapping[str, StoryState], now_ms: int,
+                         config: StoryConfig) -> tuple[StoryState | None, float]:
+    """Best open story for a unit TF-IDF vector ``vec``.
+
+    ``postings`` maps each term of ``vec`` to the stories indexed under it; the dot product
+    with each story's centroid is accumulated term by term (only shared terms cost anything),
+    then divided by the centroid norm (cosine). A story is open while its last member is less
+    than ``story_idle_ms`` old. Returns the best story when its cosine >= ``story_threshold``;
+    ties go to the older story, then the smaller id (order-free)."""
+    dots: dict[str, float] = {}
+    for t, w in vec.items():
+        for sid in postings.get(t, ()):
+            st = stories.get(sid)
+            if st is None:
+                continue
+            cw = st.centroid.get(t)
+            if cw is not None and sid not in dots:
+                dots[sid] = w * cw
+            elif cw is not None:
+                dots[sid] += w * cw
     best: StoryState | None = None
     best_s = 0.0
-    for st in candidates:
+    for sid, dot in dots.items():
+        st = stories[sid]
         if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
             continue
-        c = st.centroid
-        dot = 0.0
-        for t, w in vec.items():
-            cw = c.get(t)
-            if cw is not None:
-                dot += w * cw
         s = dot / st.norm
         if s > best_s or (best is not None and s == best_s and
                           (st.first_ms, st.story_id) < (best.first_ms, best.story_id)):
@@ -659,6 +685,12 @@ class _TermStats:
         return tuple((s, c[0], tuple(d.items())) for s, (c, d) in sorted(self._slabs.items()))
 
 
+@lru_cache(maxsize=1 << 18)
+def _term_key(term: str) -> int:
+    """Bucket key of a story-matching term in the story postings (stable xxh3)."""
+    return xxhash.xxh3_64_intdigest(b"w\x00" + term.encode("utf-8", "surrogatepass"))
+
+
 class StoryAssigner:
     """Layers 3-5 + story ids in one process, its state split the way a dataflow keys it.
 
@@ -719,6 +751,13 @@ class StoryAssigner:
             out.extend(shards[key_shard(k, n)].lookup((k,), self._now, since_ms))
         return out
 
+    def _lookup_grouped(self, keys: Sequence[int], shards: list[BandIndex],
+                        since_ms: int) -> list[list[Any]]:
+        if self.band_shards == 1:
+            return shards[0].lookup_grouped(keys, since_ms)
+        n = self.band_shards
+        return [shards[key_shard(k, n)].lookup_grouped((k,), since_ms)[0] for k in keys]
+
     def _insert(self, keys: Sequence[int], ref: Any, time_ms: int, shards: list[BandIndex],
                 unique: bool = False) -> None:
         if self.band_shards == 1:
@@ -769,7 +808,7 @@ class StoryAssigner:
         return vec
 
     def _term_keys(self, terms: Iterable[str]) -> list[int]:
-        return [xxhash.xxh3_64_intdigest(b"w\x00" + t.encode("utf-8", "surrogatepass")) for t in terms]
+        return [_term_key(t) for t in terms]
 
     def assign(self, features: StoryFeatures, now_ms: int | None = None,
                duplicate_of: str | None = None) -> StoryAssignment:
@@ -800,11 +839,11 @@ class StoryAssigner:
                     now - story.last_ms >= cfg.story_idle_ms:
                 story = None
         if story is None and cfg.story_match and vec:
-            post = self._lookup(self._term_keys(vec), self.postings,
-                                now - cfg.story_idle_ms + 1)
-            sids = sorted({sid for sid, _ in post})
-            sts = [self.stories[s] for s in sids if s in self.stories]
-            st, score = match_story_centroid(vec, sts, now, cfg)
+            terms = list(vec)
+            grouped = self._lookup_grouped(self._term_keys(terms), self.postings,
+                                           now - cfg.story_idle_ms + 1)
+            postings = {t: set(g) for t, g in zip(terms, grouped, strict=True) if g}
+            st, score = match_story_centroid(vec, postings, self.stories, now, cfg)
             if st is not None:
                 story = st
                 if decision.matched_ref is None:
@@ -821,19 +860,25 @@ class StoryAssigner:
         if st is None:
             st = self.stories[sid] = StoryState(sid, ref, features.time_ms, features.time_ms)
             new = True
+        slab_changed = st.count == 0 or (st.last_ms // cfg.slab_ms) != (features.time_ms // cfg.slab_ms)
+        old_terms = st.centroid.keys() if not slab_changed else ()
+        new_terms = [t for t in vec if t not in old_terms]
         st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms)
         if cfg.story_match and vec:
-            # (re)post the story under this article's terms in the current slab: an active
-            # story stays findable however old its first members are
+            # post the story under the terms it gained; when the story moves into a new slab,
+            # (re)post all of them so an active story stays findable after old slabs expire
             cent = st.centroid
-            posted = [t for t in vec if t in cent]
+            posted = [t for t in (vec if slab_changed else new_terms) if t in cent]
             if posted:
                 self._insert(self._term_keys(posted), sid, features.time_ms, self.postings,
                              unique=True)
         if index:
             if ref not in self.articles:
                 self._article_slabs.setdefault(features.time_ms // cfg.slab_ms, []).append(ref)
-            self.articles[ref] = replace(features, terms=()) if features.terms else features
+            f = features
+            self.articles[ref] = StoryFeatures(f.ref, f.publisher, f.time_ms, f.words, f.title_keys,
+                                               f.body_keys, f.body_sig, f.simhash, f.sentences,
+                                               f.entities) if f.terms else f
             self.story_of[ref] = sid
             self._insert(index_keys(features, cfg), ref, features.time_ms, self.bands)
         return StoryAssignment(ref, sid, decision.disposition, decision.layer,

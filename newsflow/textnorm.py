@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 __all__ = [
     "STOPWORDS",
@@ -122,6 +123,7 @@ def title_tokens(title: str, publisher: str | None = None) -> list[str]:
     return normalize_title(title, publisher).split()
 
 
+@lru_cache(maxsize=1 << 18)
 def light_stem(word: str) -> str:
     """A tiny, deterministic plural stripper ("banks" -> "bank", "stories" -> "story").
 
