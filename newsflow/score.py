@@ -516,7 +516,9 @@ _MONTH_RE = "|".join(m[:3] + r"[a-z]*\.?" for m in _MONTHS)
 _HIST_RE = re.compile(
     r"^\s*(?:science history|throwback|flashback)\b"
     r"|\bon this day(?: in \d{4})?\b|\bthis day in history\b"
-    r"|\banniversary\b|\b\d+\s+years\s+(?:ago|since|after)\b|\byears on\b",
+    r"|\banniversary\b|\byears on\b"
+    r"|\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty"
+    r"|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred)\s+years\s+(?:ago|since|after)\b",
     re.IGNORECASE,
 )
 _DATE_MDY_RE = re.compile(rf"\b({_MONTH_RE})\s+(\d{{1,2}}),?\s+(\d{{4}})\b", re.IGNORECASE)
