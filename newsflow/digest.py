@@ -652,35 +652,45 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
     return out
 
 
-def _entities_of(rec: Mapping[str, Any]) -> list[str]:
+def _entities_of(rec: Mapping[str, Any]) -> dict[str, int]:
+    """Entity phrases of one article -> weight (2 when in the title, 1 when only in the first
+    80 body words). A headline's sentence-initial word counts when the body also capitalizes
+    it mid-sentence ("Apple unveils ..." + "... Apple said")."""
     title = rec.get("title") or ""
-    ents: list[str] = []
-    if title and not _is_title_case(title):
-        ents.extend(capitalized_phrases(title))
     body = " ".join((rec.get("body_text") or "").split()[:80])
-    ents.extend(capitalized_phrases(body))
-    return list(dict.fromkeys(ents))
+    body_ents = capitalized_phrases(body)
+    out: dict[str, int] = dict.fromkeys(body_ents, 1)
+    if title and not _is_title_case(title):
+        confirmed = {e.lower() for e in body_ents}
+        for e in capitalized_phrases(title, skip_initial=False):
+            if e.lower() in confirmed or e in capitalized_phrases(title):
+                out[e] = 2
+    return out
 
 
 def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
     """The most frequent capitalized phrase across the cluster's articles (each article counts
-    once); for 2+ articles it must appear in at least 2 of them."""
+    once, a title mention twice); for 2+ articles it must appear in at least 2 of them."""
     c: Counter[str] = Counter()
+    arts: Counter[str] = Counter()
     case: dict[str, Counter[str]] = {}
     for r in members:
-        for e in _entities_of(r):
+        seen: dict[str, int] = {}
+        for e, w in _entities_of(r).items():
             k = e.lower()
-            c[k] += 1
+            seen[k] = max(seen.get(k, 0), w)
             case.setdefault(k, Counter())[e] += 1
+        for k, w in seen.items():
+            c[k] += w
+            arts[k] += 1
     if not c:
         return None
     need = 2 if len(members) >= 2 else 1
     best = sorted(c.items(), key=lambda kv: (-kv[1], -len(kv[0].split()), kv[0]))
-    for k, n in best:
-        if n >= need:
+    for k, _ in best:
+        if arts[k] >= need:
             forms = case[k]
             return sorted(forms.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-        break
     return None
 
 

@@ -67,7 +67,7 @@ def _analyze_word(w: str) -> tuple[str, int] | None:
     hit = _TOKEN_CACHE.get(w, False)
     if hit is not False:
         return hit  # type: ignore[return-value]
-    if len(w) < 2 or w in STOP_WORDS:
+    if len(w) < 2 or w in STOP_WORDS or w.isdigit():
         res: tuple[str, int] | None = None
     else:
         s = _porter().stemWord(w)

@@ -1,0 +1,491 @@
+"""Digest assembly (000 Steps 5-6, 001 "Digest Generation") and the event-time schedule."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, time
+
+import numpy as np
+import orjson
+import pytest
+import scipy.sparse as sp
+from sklearn.cluster import DBSCAN
+
+from newsflow.digest import (
+    ALSO_MENTIONED,
+    MIDDAY,
+    MORNING,
+    NOTEWORTHY,
+    TOP_STORIES,
+    WEEKLY,
+    DigestConfig,
+    DigestSchedule,
+    DigestType,
+    DigestWindow,
+    FeedHealthAccumulator,
+    SectionLimits,
+    assemble_digest,
+    candidate_radius_graph,
+    capitalized_phrases,
+    digest_memory,
+    extractive_summary,
+    radius_graph,
+    tfidf_matrix,
+)
+from newsflow.hashing import stable_id
+from newsflow.schemas import validate
+from newsflow.score import TextFeatures
+from newsflow.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
+
+START = iso_to_ms("2026-03-09T07:00:00Z")
+END = START + 24 * HOUR_MS
+WIN = DigestWindow("morning_brief", START, END)
+
+TOPICS = {
+    "apple": (
+        "Apple unveils iPhone with faster chip",
+        "Apple presented the new iPhone in Cupertino on Tuesday. The iPhone gets a faster chip, "
+        "a brighter display and a better camera, Apple said. Analysts at Morgan Stanley expect "
+        "strong iPhone sales in the holiday quarter. The iPhone will cost 999 dollars and ships "
+        "next week in forty countries. Apple shares rose two percent after the iPhone event. "
+        "Tim Cook called the iPhone the best Apple has ever made. Rivals Samsung and Google "
+        "are expected to answer with their own phones later this year.",
+    ),
+    "ukraine": (
+        "Ukraine and Russia hold ceasefire talks in Geneva",
+        "Negotiators from Ukraine and Russia met in Geneva for ceasefire talks on Monday. The "
+        "Geneva talks focus on prisoner exchanges and a ceasefire line in eastern Ukraine, "
+        "officials said. Russia wants sanctions relief while Ukraine demands a full withdrawal. "
+        "European diplomats described the Geneva ceasefire talks as difficult but serious. A "
+        "second round of talks between Ukraine and Russia is planned for next month in Geneva.",
+    ),
+    "ebola": (
+        "Ebola outbreak spreads in Guinea, health workers warn",
+        "The Ebola outbreak in Guinea has spread to three more districts, health workers warned. "
+        "Doctors Without Borders said the Ebola virus outbreak is unprecedented in Guinea. The "
+        "World Health Organization sent experts to Guinea to trace contacts of Ebola patients. "
+        "Neighbouring Liberia and Sierra Leone closed border crossings with Guinea. Health "
+        "workers in Guinea need protective equipment to stop the Ebola outbreak.",
+    ),
+    "fed": (
+        "Federal Reserve keeps interest rates unchanged",
+        "The Federal Reserve kept interest rates unchanged on Wednesday. Fed chair Janet Yellen "
+        "said the Federal Reserve will watch inflation and jobs data before moving interest "
+        "rates. Bond markets rallied after the Federal Reserve decision on interest rates. "
+        "Economists expect the Federal Reserve to raise interest rates next year if inflation "
+        "stays near two percent.",
+    ),
+}
+PUBS = [("Reuters", "T1"), ("BBC", "T2"), ("TechCrunch", "T3"), ("Blog", "T4"), ("Rumours", "T5")]
+
+
+def rec(
+    topic: str,
+    i: int,
+    score: float,
+    *,
+    pub: int = 0,
+    hours: float = 1.0,
+    disposition: str = "unique",
+    story: str | None = None,
+    variant: str = "",
+    url: bool = True,
+    **kw,
+) -> dict:
+    title, body = TOPICS[topic]
+    publisher, tier = PUBS[pub % len(PUBS)]
+    aid = stable_id(topic, str(i), variant)
+    r = {
+        "schema": "articles",
+        "schema_version": 1,
+        "key": aid,
+        "article_id": aid,
+        "seq": f"0:{i}:0",
+        "feed_id": f"{publisher.lower()}-feed",
+        "publisher": publisher,
+        "tier": tier,
+        "guid": aid,
+        "url": f"https://{publisher.lower()}.example/{topic}/{i}" if url else None,
+        "title": f"{title} {variant}".strip(),
+        "published_at": ms_to_iso(START + int(hours * HOUR_MS)),
+        "date_uncertain": False,
+        "fetched_at": ms_to_iso(START + int(hours * HOUR_MS) + 60_000),
+        "body_text": f"{body} Report number {i} {variant}.",
+        "body_html": "",
+        "word_count": 120,
+        "partial_content": False,
+        "content_hash": aid,
+        "disposition": disposition,
+        "duplicate_of": None,
+        "seen_in": [],
+        "story_id": story if story is not None else f"{topic}-story",
+        "story_publishers": [publisher],
+        "story_tiers": [tier],
+        "importance": score,
+    }
+    r.update(kw)
+    return r
+
+
+def standard_records() -> list[dict]:
+    recs = []
+    for i in range(4):  # top story cluster (>= 70)
+        recs.append(rec("apple", i, 80 - i, pub=i))
+    for i in range(3):  # noteworthy (40-69)
+        recs.append(rec("ukraine", i, 55 - i, pub=i + 1))
+    recs.append(rec("ebola", 0, 20, pub=3))  # also mentioned (15-39)
+    recs.append(rec("fed", 0, 10, pub=2))  # below 15: not selected
+    recs.append(rec("apple", 99, 0, disposition="exact_duplicate"))
+    recs.append(rec("apple", 98, 0, disposition="near_duplicate"))
+    return recs
+
+
+def items(d: dict, name: str) -> list[dict]:
+    return next(s["items"] for s in d["sections"] if s["name"] == name)
+
+
+# ---- assembly ---------------------------------------------------------------------------
+def test_sections_thresholds_and_header():
+    d = assemble_digest(standard_records(), WIN)
+    validate("digests", d)
+    assert d["digest_id"] == "morning_brief:2026-03-09T07:00:00Z"
+    assert d["generated_at"] == d["window_end"] == "2026-03-10T07:00:00Z"
+    assert d["article_count"] == 9  # unique articles in the window (duplicates excluded)
+    assert d["duplicates_removed"] == 2
+    assert d["selected_count"] == 8
+    assert [s["name"] for s in d["sections"]] == [TOP_STORIES, NOTEWORTHY, ALSO_MENTIONED]
+    top, note, also = (items(d, n) for n in (TOP_STORIES, NOTEWORTHY, ALSO_MENTIONED))
+    assert len(top) == 1 and len(note) == 1 and len(also) == 1
+    assert top[0]["score"] == 80 and note[0]["score"] == 55 and also[0]["score"] == 20
+    assert top[0]["related_count"] == 3
+    assert top[0]["related_sources"] == ["BBC", "TechCrunch", "Blog"]  # by tier, then name
+    assert note[0]["related_count"] == 2
+    lead = top[0]["lead"]
+    assert set(lead) >= {"article_id", "title", "url", "publisher", "tier", "published_at"}
+    assert lead["url"].startswith("https://")
+    fh = d["feed_health"]
+    assert fh["new_articles"] == 9 and fh["duplicates_removed"] == 2
+
+
+def test_label_entity_and_terms():
+    d = assemble_digest(standard_records(), WIN)
+    label = items(d, TOP_STORIES)[0]["label"]
+    assert label.startswith("Apple: ") or label.startswith("iPhone: "), label
+    assert len(label.split(": ", 1)[1].split()) == 3
+    assert "iphone" in label.lower()
+
+
+def test_summary_50_75_words_extractive():
+    d = assemble_digest(standard_records(), WIN)
+    for it in items(d, TOP_STORIES) + items(d, NOTEWORTHY):
+        n = len(it["summary"].replace(" …", "").split())
+        assert 50 <= n <= 75, (n, it["summary"])
+        # extractive: every sentence comes from the lead's body
+        body = TOPICS["apple"][1] + TOPICS["ukraine"][1]
+        first = it["summary"].split(". ")[0]
+        assert first in body
+    # midday update: 30-50 words (001 digest sizing table)
+    r = rec("apple", 1, 80)
+    s = extractive_summary(r, (), MIDDAY.summary_words)
+    assert 30 <= len(s.replace(" …", "").split()) <= 50
+
+
+def test_limits_per_type():
+    recs = []
+    # 40 distinct standalone topics per band: vocabulary made unique per article
+    rng = random.Random(4)
+    vocab = [f"w{j}x" for j in range(4000)]
+    for band, base in (("t", 90), ("n", 50), ("a", 20)):
+        for i in range(40):
+            words = " ".join(rng.sample(vocab, 40))
+            r = rec("apple", i, base - i * 0.1, variant=f"{band}{i}", story=f"{band}{i}")
+            r["title"] = f"Story {band} {i} {words[:60]}"
+            r["body_text"] = words
+            recs.append(r)
+    for dtype, limits in ((MORNING, (15, 10, 10)), (MIDDAY, (10, 5, 5)), (WEEKLY, (30, 15, 15))):
+        w = DigestWindow(dtype.name, START, END)
+        d = assemble_digest(recs, w)
+        validate("digests", d)
+        got = tuple(len(items(d, n)) for n in (TOP_STORIES, NOTEWORTHY, ALSO_MENTIONED))
+        assert got == limits, dtype.name
+        assert any(c["check"] == "limits" and not c["ok"] for c in d["self_checks"])
+        # trimmed from the bottom: the kept items are the best ones
+        assert items(d, TOP_STORIES)[0]["score"] == 90
+
+
+def test_clusters_ordered_by_best_score():
+    recs = [rec("apple", 0, 75), rec("apple", 1, 72), rec("ebola", 0, 95), rec("ebola", 1, 71)]
+    recs += [rec("fed", 0, 88)]
+    d = assemble_digest(recs, WIN)
+    assert [it["score"] for it in items(d, TOP_STORIES)] == [95, 88, 75]
+
+
+def test_lead_closest_to_centroid_then_importance_then_tier():
+    # identical texts: equal similarity -> higher importance leads
+    recs = [rec("fed", 0, 60, pub=2, story="s"), rec("fed", 1, 65, pub=1, story="s")]
+    for r in recs:
+        r["body_text"] = TOPICS["fed"][1]
+    d = assemble_digest(recs, WIN)
+    assert items(d, NOTEWORTHY)[0]["lead"]["publisher"] == "BBC"
+    # equal importance -> higher tier (T1) leads
+    recs = [rec("fed", 0, 60, pub=2, story="s"), rec("fed", 1, 60, pub=0, story="s")]
+    for r in recs:
+        r["body_text"] = TOPICS["fed"][1]
+    d = assemble_digest(recs, WIN)
+    assert items(d, NOTEWORTHY)[0]["lead"]["tier"] == "T1"
+    # an off-topic article in the cluster does not lead, even with the top score
+    recs = [rec("ebola", i, 50, story="e") for i in range(3)]
+    odd = rec("ebola", 9, 58, story="e")
+    odd["body_text"] = TOPICS["ebola"][1][:200] + " " + TOPICS["fed"][1]
+    d = assemble_digest([*recs, odd], WIN)
+    it = items(d, NOTEWORTHY)[0]
+    assert it["lead"]["article_id"] != odd["article_id"]
+    assert it["score"] == 58  # the cluster's best score still ranks it
+
+
+def test_dbscan_groups_similar_and_leaves_noise_standalone():
+    recs = [rec("apple", i, 80, story=f"a{i}") for i in range(3)]  # different stories
+    recs += [rec("fed", 0, 75, story="f0")]
+    d = assemble_digest(recs, WIN)
+    top = items(d, TOP_STORIES)
+    assert len(top) == 2
+    assert sorted(it["size"] for it in top) == [1, 3]
+
+
+def test_ward_fixed_number_of_topics():
+    recs = [rec(t, i, 80, story=f"{t}{i}") for t in TOPICS for i in range(3)]
+    d = assemble_digest(recs, WIN, config=DigestConfig(n_topics=4))
+    assert d["clustering"] == "ward" and d["cluster_count"] == 4
+    assert sorted(it["size"] for it in items(d, TOP_STORIES)) == [3, 3, 3, 3]
+    d2 = assemble_digest(recs, WIN, config=DigestConfig(n_topics=2))
+    assert d2["cluster_count"] == 2
+
+
+def test_trends_against_previous_window():
+    prev_recs = [rec("apple", i, 80, story="apple-s") for i in range(2)]
+    prev_recs += [rec("ukraine", i, 60, story="ukr-s") for i in range(6)]
+    prev_recs += [rec("fed", i, 60, story="fed-s") for i in range(3)]
+    prev_win = DigestWindow("morning_brief", START - 24 * HOUR_MS, START)
+    for r in prev_recs:
+        r["published_at"] = ms_to_iso(iso_to_ms(r["published_at"]) - 24 * HOUR_MS)
+    prev = assemble_digest(prev_recs, prev_win)
+    cur = [rec("apple", 10 + i, 80, story="apple-s") for i in range(4)]  # 2 -> 4: TRENDING
+    cur += [rec("ukraine", 10 + i, 60, story="ukr-s") for i in range(2)]  # 6 -> 2: FADING
+    cur += [rec("ebola", i, 75, story="ebola-s") for i in range(3)]  # new, 3: EMERGING
+    cur += [rec("fed", 10 + i, 60, story="fed-s") for i in range(3)]  # 3 -> 3: none
+    d = assemble_digest(cur, WIN, previous=digest_memory(prev))
+    validate("digests", d)
+    by = {it["lead"]["title"].split()[0]: it["trend"] for s in d["sections"] for it in s["items"]}
+    assert by == {"Apple": "TRENDING", "Ukraine": "FADING", "Ebola": "EMERGING", "Federal": None}
+    fh = d["feed_health"]
+    assert len(fh["emerging_topics"]) == 1 and "Ebola" in fh["emerging_topics"][0]
+    assert any("Ukraine" in x for x in fh["declining_topics"])
+    # without a previous digest: no trend flags at all
+    d0 = assemble_digest(cur, WIN)
+    assert all(it["trend"] is None for s in d0["sections"] for it in s["items"])
+
+
+def test_trend_matching_by_terms_without_story_ids():
+    prev_recs = [rec("ebola", i, 60, story=f"p{i}", hours=-2) for i in range(2)]
+    prev = assemble_digest(prev_recs, DigestWindow("morning_brief", START - 86_400_000, START))
+    assert prev["topic_index"][0]["size"] == 2
+    cur = [rec("ebola", 10 + i, 60, story=f"c{i}") for i in range(4)]
+    d = assemble_digest(cur, WIN, previous=prev)
+    assert items(d, NOTEWORTHY)[0]["trend"] == "TRENDING"
+
+
+def test_deterministic_any_order_and_reemits():
+    recs = standard_records() + [rec("ebola", i, 45 + i, pub=i) for i in range(1, 5)]
+    a = orjson.dumps(assemble_digest(recs, WIN))
+    shuffled = [*recs, dict(recs[0]), dict(recs[3])]  # at-least-once re-emits
+    random.Random(7).shuffle(shuffled)
+    b = orjson.dumps(assemble_digest(shuffled, WIN))
+    assert a == b
+
+
+def test_revisions_keep_latest():
+    r0 = rec("apple", 0, 80)
+    r1 = dict(r0, key=r0["article_id"] + "#r1", revision_no=1, disposition="revision")
+    r1["title"] = "Apple unveils iPhone with faster chip (updated)"
+    d = assemble_digest([r1, r0], WIN)
+    assert d["article_count"] == 1
+    assert items(d, TOP_STORIES)[0]["lead"]["title"].endswith("(updated)")
+
+
+def test_window_membership_by_event_time():
+    inside = rec("apple", 0, 80, hours=23.9)
+    outside = rec("apple", 1, 80, hours=24.0)  # == window end: next window
+    before = rec("apple", 2, 80, hours=-0.1)
+    d = assemble_digest([inside, outside, before], WIN)
+    assert d["article_count"] == 1
+    d2 = assemble_digest([inside, outside], WIN, config=DigestConfig(time_basis="fetched"))
+    assert d2["article_count"] == 1
+
+
+def test_empty_window_is_valid():
+    d = assemble_digest([], WIN)
+    validate("digests", d)
+    assert d["article_count"] == 0 and all(not s["items"] for s in d["sections"])
+
+
+def test_self_check_t5_rerank_and_attribution():
+    rumour = rec("ebola", 0, 90, pub=4, story="r")  # T5, no corroboration
+    solid = rec("apple", 0, 85, pub=0, story="a")
+    d = assemble_digest([rumour, solid], WIN)
+    top = items(d, TOP_STORIES)
+    assert [it["lead"]["tier"] for it in top] == ["T1", "T5"]
+    assert any(c["check"] == "t5_top" and not c["ok"] for c in d["self_checks"])
+    # corroborated T5 stays on top
+    rumour2 = dict(rumour, story_tiers=["T5", "T1"])
+    d = assemble_digest([rumour2, solid], WIN)
+    assert items(d, TOP_STORIES)[0]["lead"]["tier"] == "T5"
+    # a lead without URL is replaced by a cluster member with one
+    a = rec("fed", 0, 60, url=False, story="f")
+    b = rec("fed", 1, 50, story="f")
+    for r in (a, b):
+        r["body_text"] = TOPICS["fed"][1]
+    d = assemble_digest([a, b], WIN)
+    assert items(d, NOTEWORTHY)[0]["lead"]["url"] is not None
+    check = next(c for c in d["self_checks"] if c["check"] == "attribution")
+    assert check["ok"] and "re-ranked" in check["action"]
+
+
+def test_feed_health_report():
+    acc = FeedHealthAccumulator()
+    base = {"schema": "feed-health", "schema_version": 1, "source": "poller"}
+    for i, st in enumerate(["ok", "ok", "timeout", "ok", "not_modified"]):
+        acc.add(dict(base, record_id=f"a{i}", feed_id="a", at=f"2026-03-09T0{i}:00:00Z", status=st))
+    for i in range(3):
+        acc.add(dict(base, record_id=f"b{i}", feed_id="b", at=f"2026-03-09T0{i}:00:00Z", status="http_error"))  # fmt: skip
+    acc.add(dict(base, record_id="b0", feed_id="b", at="2026-03-09T00:00:00Z", status="http_error"))
+    s = acc.summary()
+    assert s["feeds_polled"] == 2 and s["polls"] == 8 and s["errors"] == 4
+    assert s["successful"] == 4 and s["success_rate"] == 0.5
+    assert s["unhealthy_feeds"] == ["b"]
+    d = assemble_digest(standard_records(), WIN, feed_health=s)
+    validate("digests", d)
+    assert d["feed_health"]["unhealthy_feeds"] == ["b"]
+
+
+# ---- clustering internals --------------------------------------------------------------
+def test_radius_graph_equals_sklearn_dbscan_cosine():
+    rng = random.Random(3)
+    vocab = [f"t{j}" for j in range(60)]
+    feats = []
+    for i in range(300):
+        k = i % 12
+        words = vocab[k * 5 : k * 5 + 5] * 3 + rng.sample(vocab, 4)
+        feats.append(TextFeatures.of("", " ".join(words)))
+    X, _ = tfidf_matrix(feats)
+    ref = DBSCAN(eps=0.4, min_samples=2, metric="cosine").fit_predict(X)
+    for G in (radius_graph(X, 0.4), candidate_radius_graph(X, 0.4, top_terms=10)):
+        got = DBSCAN(eps=0.4, min_samples=2, metric="precomputed").fit_predict(G)
+        assert (got == ref).all()
+    # identical documents (distance 0) are neighbours too
+    X2, _ = tfidf_matrix([TextFeatures.of("same words", "")] * 2)
+    G = radius_graph(X2, 0.4)
+    assert G.nnz == 2 and sp.issparse(G)
+
+
+def test_tfidf_matches_sklearn_idf():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    docs = ["apple iphone chip", "apple pie recipe", "iphone sales chip chip"]
+    X, _ = tfidf_matrix([TextFeatures.of("", d) for d in docs])
+    ref = TfidfVectorizer(analyzer=lambda s: s.split()).fit_transform(
+        ["appl iphon chip", "appl pie recip", "iphon sale chip chip"]
+    )
+    assert np.allclose(
+        np.sort((X @ X.T).toarray().ravel()), np.sort((ref @ ref.T).toarray().ravel())
+    )
+
+
+def test_capitalized_phrases():
+    assert capitalized_phrases("Talks between Barack Obama and Angela Merkel in Berlin") == [
+        "Barack Obama",
+        "Angela Merkel",
+        "Berlin",
+    ]
+    assert "NSA" in capitalized_phrases("The NSA spied on allies")
+
+
+# ---- schedule ---------------------------------------------------------------------------
+def ms(s: str) -> int:
+    return iso_to_ms(s)
+
+
+def test_schedule_daily_windows_local_time():
+    sch = DigestSchedule(tz="Europe/Berlin")
+    # 07:00 Berlin (CET, UTC+1) = 06:00Z
+    got = sch.closing(ms("2026-01-10T05:00:00Z"), ms("2026-01-10T06:00:00Z"))
+    assert [(w.digest_type, ms_to_iso(w.start_ms), ms_to_iso(w.end_ms)) for w in got] == [
+        ("morning_brief", "2026-01-09T06:00:00Z", "2026-01-10T06:00:00Z"),
+        ("rolling", "2026-01-10T05:00:00Z", "2026-01-10T06:00:00Z"),
+    ]
+    assert got[0].digest_id == "morning_brief:2026-01-09T06:00:00Z"
+    # not yet: the end is exclusive of prev, inclusive of cur
+    assert sch.closing(ms("2026-01-10T06:00:00Z"), ms("2026-01-10T06:30:00Z")) == []
+    assert sch.closing(None, ms("2026-01-10T06:30:00Z")) == []
+
+
+def test_schedule_dst_day_is_23_hours():
+    sch = DigestSchedule(tz="Europe/Berlin", types=(MORNING,))
+    got = sch.closing(ms("2026-03-29T00:00:00Z"), ms("2026-03-29T12:00:00Z"))
+    assert len(got) == 1
+    w = got[0]
+    assert ms_to_iso(w.end_ms) == "2026-03-29T05:00:00Z"  # 07:00 CEST
+    assert (w.end_ms - w.start_ms) == 23 * HOUR_MS
+
+
+def test_quiet_stream_ticks_close_all_windows():
+    """A watermark that jumps (replay, or ticks on a quiet stream) closes every window it
+    passes, in order — the same set live and in replay."""
+    sch = DigestSchedule(tz="UTC", types=(MORNING, MIDDAY, WEEKLY))
+    a = ms("2026-03-02T00:00:00Z")  # a Monday
+    b = ms("2026-03-09T00:00:00Z")
+    jump = sch.closing(a, b)
+    steps = []
+    t = a
+    while t < b:  # hourly ticks
+        steps += sch.closing(t, t + HOUR_MS)
+        t += HOUR_MS
+    assert jump == steps
+    assert [w.digest_type for w in jump].count("morning_brief") == 7
+    assert [w.digest_type for w in jump].count("weekly_roundup") == 1
+    wk = next(w for w in jump if w.digest_type == "weekly_roundup")
+    assert datetime.fromtimestamp(wk.end_ms / 1000, tz=UTC).weekday() == 6
+    assert wk.end_ms - wk.start_ms == 7 * 24 * HOUR_MS
+    ends = [w.end_ms for w in jump]
+    assert ends == sorted(ends)
+
+
+def test_rolling_windows_and_membership():
+    roll = DigestType("rolling", "Rolling", "rolling", SectionLimits(5, 5, 5), every_minutes=15)
+    sliding = DigestType(
+        "monitor", "Monitor", "rolling", SectionLimits(5, 5, 5), every_minutes=15, length_minutes=60
+    )
+    sch = DigestSchedule(types=(roll, sliding, MORNING))
+    got = sch.closing(ms("2026-03-09T10:00:00Z"), ms("2026-03-09T10:45:00Z"))
+    assert [ms_to_iso(w.end_ms) for w in got if w.digest_type == "rolling"] == [
+        "2026-03-09T10:15:00Z",
+        "2026-03-09T10:30:00Z",
+        "2026-03-09T10:45:00Z",
+    ]
+    mon = [w for w in got if w.digest_type == "monitor"]
+    assert all(w.end_ms - w.start_ms == HOUR_MS for w in mon)
+    t = ms("2026-03-09T10:20:00Z")
+    cont = sch.windows_containing(t)
+    assert [w.digest_type for w in cont].count("monitor") == 4
+    assert all(w.contains(t) for w in cont)
+    morning = next(w for w in cont if w.digest_type == "morning_brief")
+    assert ms_to_iso(morning.end_ms) == "2026-03-10T07:00:00Z"
+    assert sch.next_close_ms(t) == ms("2026-03-09T10:30:00Z")
+
+
+def test_custom_delivery_time_and_unknown_type():
+    evening = DigestType("evening_recap", "Evening", "daily", SectionLimits(15, 10, 10), local_time=time(19, 30))  # fmt: skip
+    sch = DigestSchedule(tz="America/New_York", types=(evening,))
+    got = sch.closing(ms("2026-07-01T00:00:00Z"), ms("2026-07-02T00:00:00Z"))
+    assert [ms_to_iso(w.end_ms) for w in got] == ["2026-07-01T23:30:00Z"]
+    with pytest.raises(KeyError):
+        sch.type("nope")
