@@ -2,7 +2,7 @@
 
 Used by the poller tests and ``bench/bench_poller.py``; also runnable on its own::
 
-    python tests/http_fixture_server.py          # prints the base URL, serves until Ctrl-C
+    python tests/http_fixture_server.py [--ports N]   # prints the base URL(s), serves until Ctrl-C
 
 Routes (all GET):
 
@@ -96,6 +96,10 @@ def rss_feed(title: str, items: list[tuple[str, str]], *, ttl: int | None = None
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # one send per response (status line, headers and body are buffered until the handler
+    # returns) and TCP_NODELAY: otherwise Nagle + delayed ACK add ~40 ms to every request
+    wbufsize = 64 * 1024
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
@@ -435,17 +439,21 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--ports", type=int, default=1, help="serve on this many random ports (origins)")
     ap.add_argument("--quiet", action="store_true", help="do not record requests")
     args = ap.parse_args()
-    srv = FixtureServer(port=args.port)
-    srv.record_requests = not args.quiet
-    srv.start()
-    print(srv.base_url, flush=True)
+    servers = []
+    for i in range(max(args.ports, 1)):
+        srv = FixtureServer(port=args.port if i == 0 else 0)
+        srv.record_requests = not args.quiet
+        servers.append(srv.start())
+    print(" ".join(s.base_url for s in servers), flush=True)
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
-        srv.stop()
+        for s in servers:
+            s.stop()
 
 
 if __name__ == "__main__":
