@@ -694,6 +694,7 @@ def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+_WORD_CASED = re.compile(r"[^\W_]+", re.UNICODE)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])[\"”’)]*\s+(?=[\"“‘(]?[A-Z0-9])")
 
 
@@ -1048,13 +1049,24 @@ def _stem_surface(members: Sequence[Mapping[str, Any]]) -> tuple[dict[int, str],
     surf: dict[str, Counter[str]] = {}
     for r in members:
         text = (r.get("title") or "") + " " + " ".join((r.get("body_text") or "").split()[:200])
-        for w in words(text):
-            a = _analyze_word(w)
+        for w in _WORD_CASED.findall(text):
+            a = _analyze_word(w.lower())
             if a is None:
                 continue
             stem_of[a[1]] = a[0]
             surf.setdefault(a[0], Counter())[w] += 1
-    best = {s: sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] for s, c in surf.items()}
+    best = {}
+    for st, c in surf.items():
+        # most frequent lower-cased word, shown in its most frequent spelling ("iPhone")
+        low: Counter[str] = Counter()
+        for w, n in c.items():
+            low[w.lower()] += n
+        word = sorted(low.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        forms = sorted(
+            ((w, n) for w, n in c.items() if w.lower() == word),
+            key=lambda kv: (-kv[1], kv[0].istitle(), kv[0]),
+        )
+        best[st] = forms[0][0]
     return stem_of, best
 
 

@@ -1,0 +1,178 @@
+"""Digest rendering: Markdown, and HTML checked in a real headless Chromium (Debian package
+``chromium``). Under CI=true a missing chromium fails the test instead of skipping it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import orjson
+import pytest
+
+from newsflow.cli_digest import main as digest_cli
+from newsflow.digest import DigestWindow, assemble_digest, digest_memory
+from newsflow.render import safe_url, to_html, to_markdown
+from newsflow.timeutil import HOUR_MS
+from tests.test_digest import START, WIN, rec, standard_records
+
+SECTIONS = ["Top Stories", "Noteworthy", "Also Mentioned", "Feed Health Report"]
+
+
+def sample_digest() -> dict:
+    prev_recs = [rec("apple", 50 + i, 80, story="apple-story", hours=-3) for i in range(2)]
+    prev = assemble_digest(prev_recs, DigestWindow("morning_brief", START - 24 * HOUR_MS, START))
+    recs = standard_records()
+    evil = rec("ebola", 7, 30, story="evil", variant="x")
+    evil["title"] = 'Ebola <script>alert("x")</script> & "quotes"'
+    evil["url"] = "javascript:alert(1)"
+    recs.append(evil)
+    health = {
+        "feeds_polled": 2,
+        "polls": 8,
+        "successful": 4,
+        "errors": 4,
+        "success_rate": 0.5,
+        "unhealthy_feeds": ["b<i>"],
+        "feeds": [
+            {"feed_id": "b<i>", "polls": 3, "successful": 0, "errors": 3, "success_rate": 0.0,
+             "last_status": "http_error", "reliability": 0.1, "alert": None, "unhealthy": True},
+            {"feed_id": "a", "polls": 5, "successful": 4, "errors": 1, "success_rate": 0.8,
+             "last_status": "ok", "reliability": 0.8, "alert": None, "unhealthy": False},
+        ],
+    }  # fmt: skip
+    return assemble_digest(recs, WIN, previous=digest_memory(prev), feed_health=health)
+
+
+def find_chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+def dump_dom(html_path: Path) -> str:
+    exe = find_chromium()
+    if exe is None:
+        msg = "chromium not installed (apt-get install -y chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    with tempfile.TemporaryDirectory() as profile:
+        cmd = [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--dump-dom",
+            html_path.resolve().as_uri(),
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
+class DomIndex(HTMLParser):
+    """Headings, links and script tags of the DOM chromium serialized."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.h2: list[str] = []
+        self.links: list[str] = []
+        self.scripts = 0
+        self.sections: list[str] = []
+        self.badges: list[str] = []
+        self.tables = 0
+        self._in_h2 = False
+        self._in_badge = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "h2":
+            self._in_h2 = True
+            self.h2.append("")
+        elif tag == "a":
+            self.links.append(a.get("href") or "")
+        elif tag == "script":
+            self.scripts += 1
+        elif tag == "section":
+            self.sections.append(a.get("data-section") or "")
+        elif tag == "span" and "badge" in (a.get("class") or ""):
+            self._in_badge = True
+            self.badges.append("")
+        elif tag == "table":
+            self.tables += 1
+
+    def handle_endtag(self, tag):
+        if tag == "h2":
+            self._in_h2 = False
+        if tag == "span":
+            self._in_badge = False
+
+    def handle_data(self, data):
+        if self._in_h2:
+            self.h2[-1] += data
+        if self._in_badge:
+            self.badges[-1] += data
+
+
+def test_html_in_headless_chromium(tmp_path):
+    d = sample_digest()
+    page = tmp_path / "digest.html"
+    page.write_text(to_html(d), encoding="utf-8")
+    dom = dump_dom(page)
+    idx = DomIndex()
+    idx.feed(dom)
+    assert [h.strip() for h in idx.h2] == SECTIONS
+    assert idx.sections == SECTIONS
+    assert idx.scripts == 0  # the <script> in a title stayed text
+    assert "Ebola <script>" not in dom and "&lt;script&gt;" in dom
+    assert "TRENDING" in idx.badges
+    assert idx.tables == 1
+    assert any(h.startswith("https://reuters.example/apple/") for h in idx.links)
+    assert not any(h.lower().startswith("javascript:") for h in idx.links)
+    assert "b&lt;i&gt;" in dom
+
+
+def test_markdown_sections_and_escaping():
+    d = sample_digest()
+    md = to_markdown(d)
+    heads = re.findall(r"^## (.+)$", md, flags=re.MULTILINE)
+    assert heads == SECTIONS
+    assert md.startswith("# Morning Brief")
+    assert "**\\[TRENDING\\]**" in md or "**[TRENDING]**" in md
+    assert "javascript:" not in md
+    assert "\\<script\\>" in md
+    assert "| Feed | Polls |" in md
+    top = next(s for s in d["sections"] if s["name"] == "Top Stories")["items"][0]
+    assert f"Related: {top['related_count']} more from" in md
+
+
+def test_safe_url():
+    assert safe_url("https://a.example/x?y=1") == "https://a.example/x?y=1"
+    for bad in ("javascript:alert(1)", "data:text/html,x", "//a.example", None, 'https://a/"x'):
+        assert safe_url(bad) is None
+
+
+def test_cli_render(tmp_path, capsys):
+    d = sample_digest()
+    other = dict(d, digest_id="evening_recap:2026-03-09T18:00:00Z", title="Evening Recap")
+    f = tmp_path / "digests.jsonl"
+    f.write_bytes(orjson.dumps(d) + b"\n" + orjson.dumps(other) + b"\n")
+    assert digest_cli(["digest", "render", str(f), "--digest-id", d["digest_id"]]) == 0
+    assert capsys.readouterr().out.startswith("# Morning Brief")
+    out = tmp_path / "x.html"
+    assert digest_cli(["digest", "render", str(f), "--format", "html", "--out", str(out)]) == 0
+    assert "<title>Evening Recap" in out.read_text()
+    assert digest_cli(["digest", "render", str(f), "--digest-id", "nope"]) == 2
