@@ -38,6 +38,13 @@ Differences from shared/notes/kafka-local.md found on the first real run (Kafka 
   with ``-``).
 * Readiness: a TCP connect poll first, then an AdminClient metadata request. Polling with the
   AdminClient alone floods stderr with librdkafka "Connection refused" lines.
+* Not in the notes: ~half of a warm start is JVM class loading (≈1.5-2 s for ``format``,
+  ≈3-5 s for the broker on 2 busy cores). Both JVMs use an AppCDS archive made by their first
+  run (see ``ClassDataSharing``; the first ``stop`` takes a few seconds longer to write it).
+  Apache's own apache/kafka Docker image does the same (kafka.jsa, storage.jsa).
+* Brokers started through the Python API die with the thread that started them
+  (``PR_SET_PDEATHSIG``), so a SIGKILLed pytest leaves no broker behind; their temp dirs are
+  swept by later starts. ``start`` from the CLI detaches (``stop`` ends it).
 * Log4j2 prints "Unable to register Log4j shutdown hook" on SIGTERM unless its shutdown hook is
   disabled (``shutdownHook = disable`` in scripts/kafka/log4j2.properties).
 """
@@ -58,7 +65,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -158,10 +165,16 @@ def ensure_jars(version: str | None = None, *, quiet: bool = False) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix="libs-", dir=base))
         try:
             if not quiet:
-                print(f"kafka_local: resolving Kafka {version} jars with Maven ...", file=sys.stderr)
+                print(
+                    f"kafka_local: resolving Kafka {version} jars with Maven ...", file=sys.stderr
+                )
             _run_checked(
                 [
-                    mvn, "-q", "-B", "-f", str(POM_PATH),
+                    mvn,
+                    "-q",
+                    "-B",
+                    "-f",
+                    str(POM_PATH),
                     "dependency:copy-dependencies",
                     "-DincludeScope=runtime",
                     f"-DoutputDirectory={tmp}",
@@ -174,6 +187,7 @@ def ensure_jars(version: str | None = None, *, quiet: bool = False) -> Path:
                 msg = f"Maven finished but kafka_2.13-{version}.jar is not in {tmp}"
                 raise KafkaStartError(msg)
             (tmp / ".complete").write_text(f"{version}\n")
+            tmp.chmod(0o755)  # mkdtemp makes it 0700
             if libs.exists():
                 shutil.rmtree(libs)
             tmp.rename(libs)
@@ -192,6 +206,65 @@ def java_bin() -> str:
         msg = "java (17+) not found on PATH and JAVA_HOME unset"
         raise KafkaStartError(msg)
     return found
+
+
+class ClassDataSharing:
+    """JVM AppCDS archives that roughly halve the broker's and the format tool's start time.
+
+    The first JVM of a kind dumps the classes it loaded (``-XX:ArchiveClassesAtExit``) into a
+    temp file, renamed into place only after the JVM exited by itself; later JVMs map the archive
+    (``-XX:SharedArchiveFile``). Archives are keyed by jar dir and java binary; an archive the
+    JVM finds unusable is ignored by it (``-Xshare:auto``), never fatal.
+    ``NEWSFLOW_KAFKA_CDS=0`` turns this off.
+    """
+
+    def __init__(self, libs: Path, java: str) -> None:
+        import hashlib
+
+        real = os.path.realpath(java)
+        try:
+            mtime = os.stat(real).st_mtime_ns
+        except OSError:
+            mtime = 0
+        key = hashlib.sha1(f"{libs.resolve()}|{real}|{mtime}".encode()).hexdigest()[:16]
+        self.dir = cache_dir() / "cds" / key
+        self.enabled = os.environ.get("NEWSFLOW_KAFKA_CDS", "1") != "0"
+
+    def flags(self, name: str) -> tuple[list[str], Path | None, Path | None]:
+        """JVM flags for archive ``name``, plus (tmp, final) paths when this run dumps."""
+        if not self.enabled:
+            return [], None, None
+        final = self.dir / f"{name}.jsa"
+        if final.exists() and final.stat().st_size > 0:
+            return (
+                [f"-XX:SharedArchiveFile={final}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"],
+                None,
+                None,
+            )
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            for old in self.dir.glob("*.tmp"):  # left by JVMs killed without a stop()
+                if time.time() - old.stat().st_mtime > 3600:
+                    old.unlink(missing_ok=True)
+        except OSError:
+            return [], None, None
+        tmp = self.dir / f"{name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+        return (
+            [f"-XX:ArchiveClassesAtExit={tmp}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"],
+            tmp,
+            final,
+        )
+
+    @staticmethod
+    def commit(tmp: str | Path | None, final: str | Path | None, ok: bool) -> None:
+        if tmp is None:
+            return
+        tmp = Path(tmp)
+        with contextlib.suppress(OSError):
+            if ok and final is not None and tmp.exists() and tmp.stat().st_size > 0:
+                os.replace(tmp, final)
+            else:
+                tmp.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -235,8 +308,8 @@ def _admin(bootstrap: str, **extra: Any):
     return AdminClient(conf)
 
 
-def metadata_ok(bootstrap: str, timeout: float = 5.0) -> bool:
-    """True if a broker at ``bootstrap`` answers a metadata request."""
+def metadata_ok(bootstrap: str, timeout: float = 5.0, cluster_id: str | None = None) -> bool:
+    """True if a broker at ``bootstrap`` answers a metadata request (of ``cluster_id``, if given)."""
     host, _, port = bootstrap.rpartition(":")
     if not _port_open(host, int(port)):
         return False
@@ -244,7 +317,7 @@ def metadata_ok(bootstrap: str, timeout: float = 5.0) -> bool:
         md = _admin(bootstrap).list_topics(timeout=timeout)
     except Exception:
         return False
-    return bool(md.brokers)
+    return bool(md.brokers) and (cluster_id is None or md.cluster_id == cluster_id)
 
 
 def create_topics(
@@ -265,8 +338,12 @@ def create_topics(
         return
     admin = _admin(bootstrap)
     new = [
-        NewTopic(n, num_partitions=partitions, replication_factor=replication_factor,
-                 config=dict(config or {}))
+        NewTopic(
+            n,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            config=dict(config or {}),
+        )
         for n in names
     ]
     futures = admin.create_topics(new, operation_timeout=timeout, request_timeout=timeout)
@@ -286,8 +363,11 @@ def create_topics(
         md = admin.list_topics(timeout=max(1.0, deadline - time.monotonic()))
         for name in list(pending):
             t = md.topics.get(name)
-            if t is not None and t.error is None and t.partitions and all(
-                p.leader >= 0 for p in t.partitions.values()
+            if (
+                t is not None
+                and t.error is None
+                and t.partitions
+                and all(p.leader >= 0 for p in t.partitions.values())
             ):
                 pending.discard(name)
         if pending:
@@ -315,6 +395,53 @@ def _pdeathsig_hook() -> Any:
         prctl(1, sig, 0, 0, 0)  # PR_SET_PDEATHSIG
 
     return hook
+
+
+TEMP_PREFIX = "newsflow-kafka-"
+
+
+def sweep_stale_temp_dirs(min_age_s: float = 600.0) -> list[Path]:
+    """Remove temp broker dirs left by killed sessions (no live process names their config).
+
+    A broker whose starter was SIGKILLed is itself stopped (PR_SET_PDEATHSIG) but its temp dir
+    stays; this runs at every start so such dirs don't pile up in /tmp.
+    """
+    tmp_root = Path(tempfile.gettempdir())
+    candidates = [
+        d
+        for d in tmp_root.glob(TEMP_PREFIX + "*")
+        if d.is_dir() and time.time() - d.stat().st_mtime > min_age_s
+    ]
+    if not candidates:
+        return []
+    in_use: set[str] = set()
+    me = os.getpid()
+    for proc in Path("/proc").glob("[0-9]*"):
+        if proc.name == str(me):
+            continue
+        try:
+            args = proc.joinpath("cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for a in args:
+            if TEMP_PREFIX.encode() in a:
+                in_use.add(a.decode(errors="replace"))
+    removed = []
+    for d in candidates:
+        if any(str(d) in a for a in in_use):
+            continue
+        if not (d / "server.properties").exists() or _state_mentions(d):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
+
+
+def _state_mentions(d: Path) -> bool:
+    """A CLI-started broker that is starting right now is named in the default state file."""
+    with contextlib.suppress(OSError, ValueError):
+        return str(d) in default_state_file().read_text()
+    return False
 
 
 def _pid_alive(pid: int) -> bool:
@@ -381,6 +508,9 @@ class KafkaBroker:
         self.started_at: float | None = None
         self.startup_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._cds_tmp: Path | None = None
+        self._cds_final: Path | None = None
+        self.cluster_id: str | None = None
 
     # -- layout -----------------------------------------------------------------------
     @property
@@ -447,15 +577,24 @@ class KafkaBroker:
         props.update(self.extra_config)
         return props
 
-    def java_command(self, libs: Path, main: str, *args: str) -> list[str]:
+    def java_command(
+        self, libs: Path, main: str, *args: str, jvm: Iterable[str] = (), tool: bool = False
+    ) -> list[str]:
+        if tool:  # short-lived CLI tool: C1 only and the serial GC start fastest
+            opts = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+        else:  # what kafka-run-class.sh / kafka-server-start.sh use, with a smaller heap
+            opts = [
+                f"-Xmx{self.heap}",
+                "-Xms128m",
+                "-XX:+UseG1GC",
+                "-XX:MaxGCPauseMillis=20",
+                "-XX:InitiatingHeapOccupancyPercent=35",
+                "-XX:+ExplicitGCInvokesConcurrent",
+            ]
         cmd = [
             java_bin(),
-            f"-Xmx{self.heap}",
-            "-Xms128m",
-            "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20",
-            "-XX:InitiatingHeapOccupancyPercent=35",
-            "-XX:+ExplicitGCInvokesConcurrent",
+            *opts,
+            *jvm,
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={self.log_dir}",
         ]
@@ -472,7 +611,9 @@ class KafkaBroker:
         t0 = time.monotonic()
         libs = ensure_jars(self.version)
         if self.root is None:
-            self.root = Path(tempfile.mkdtemp(prefix="newsflow-kafka-"))
+            with contextlib.suppress(OSError):
+                sweep_stale_temp_dirs()
+            self.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         self.root.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -487,12 +628,18 @@ class KafkaBroker:
                 self.port = self.port or next(picked)
                 self.controller_port = self.controller_port or next(picked)
                 self._write_config()
+                for port in (self.port, self.controller_port):
+                    if _port_open(HOST, port, timeout=0.2):
+                        msg = f"port {HOST}:{port} is already in use"
+                        raise KafkaStartError(msg)
                 try:
                     self._launch(libs)
-                    self._wait_ready(t0)
+                    # the timeout covers the JVM, not a first Maven download
+                    self._wait_ready(time.monotonic())
                     break
                 except KafkaStartError:
-                    bind_error = "BindException" in self.log_tail(200) or "Address already in use" in self.log_tail(200)
+                    tail = self.log_tail(200)
+                    bind_error = "BindException" in tail or "Address already in use" in tail
                     self._kill()
                     if not bind_error or attempt == attempts - 1:
                         raise
@@ -514,20 +661,38 @@ class KafkaBroker:
         cid_file = self._dir("cluster.id")
         cid = cid_file.read_text().strip() if cid_file.exists() else random_cluster_id()
         cid_file.write_text(cid + "\n")
-        _run_checked(
-            self.java_command(
-                libs, "kafka.tools.StorageTool", "format", "--ignore-formatted",
-                "-t", cid, "-c", str(self.config_path),
-            ),
-            "kafka storage format",
-            timeout=120,
-        )
+        self.cluster_id = cid
+        cds_flags, tmp, final = self._cds(libs).flags("storage-format")
+        ok = False
+        try:
+            _run_checked(
+                self.java_command(
+                    libs,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--ignore-formatted",
+                    "-t",
+                    cid,
+                    "-c",
+                    str(self.config_path),
+                    jvm=cds_flags,
+                    tool=True,
+                ),
+                "kafka storage format",
+                timeout=120,
+            )
+            ok = True
+        finally:
+            ClassDataSharing.commit(tmp, final, ok)
+
+    def _cds(self, libs: Path) -> ClassDataSharing:
+        return ClassDataSharing(libs, java_bin())
 
     def _launch(self, libs: Path) -> None:
-        out = open(self.stdout_log, "ab")
-        try:
+        cds_flags, self._cds_tmp, self._cds_final = self._cds(libs).flags("broker")
+        with open(self.stdout_log, "ab") as out:
             self._proc = subprocess.Popen(
-                self.java_command(libs, "kafka.Kafka", str(self.config_path)),
+                self.java_command(libs, "kafka.Kafka", str(self.config_path), jvm=cds_flags),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -535,8 +700,6 @@ class KafkaBroker:
                 start_new_session=True,  # a Ctrl-C in the caller's terminal doesn't hit it
                 preexec_fn=_pdeathsig_hook() if self.die_with_parent else None,
             )
-        finally:
-            out.close()
         self.pid = self._proc.pid
         self.started_at = time.time()
 
@@ -550,7 +713,8 @@ class KafkaBroker:
                     f"--- {self.server_log} / {self.stdout_log} (tail) ---\n{self.log_tail(40)}"
                 )
                 raise KafkaStartError(msg)
-            if metadata_ok(self.bootstrap, timeout=2.0):
+            # the cluster id check makes sure it is *our* broker answering on that port
+            if metadata_ok(self.bootstrap, timeout=2.0, cluster_id=self.cluster_id):
                 return
             if time.monotonic() > deadline:
                 msg = (
@@ -563,20 +727,26 @@ class KafkaBroker:
     def is_running(self) -> bool:
         if self._proc is not None:
             return self._proc.poll() is None
-        return self.pid is not None and _pid_alive(self.pid) and _pid_is_broker(
-            self.pid, str(self.config_path)
+        return (
+            self.pid is not None
+            and _pid_alive(self.pid)
+            and _pid_is_broker(self.pid, str(self.config_path))
         )
 
     def _kill(self, grace: float = 30.0) -> None:
         pid = self.pid
         if pid is None:
             return
+        if self._cds_tmp is not None:
+            grace += 60.0  # the JVM writes its class archive (~50 MB) on the way out
+        clean = True
         if self._proc is not None:
             if self._proc.poll() is None:
                 self._proc.terminate()
                 try:
                     self._proc.wait(grace)
                 except subprocess.TimeoutExpired:
+                    clean = False
                     self._proc.kill()
                     self._proc.wait(10)
         elif _pid_alive(pid) and _pid_is_broker(pid, str(self.config_path)):
@@ -585,9 +755,12 @@ class KafkaBroker:
             while _pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
             if _pid_alive(pid):
+                clean = False
                 os.kill(pid, signal.SIGKILL)
                 while _pid_alive(pid):
                     time.sleep(0.05)
+        ClassDataSharing.commit(self._cds_tmp, self._cds_final, clean)
+        self._cds_tmp = self._cds_final = None
         self._proc = None
         self.pid = None
 
@@ -628,16 +801,24 @@ class KafkaBroker:
             "started_at": self.started_at,
             "startup_seconds": self.startup_seconds,
             "server_log": str(self.server_log),
+            "cds_tmp": str(self._cds_tmp) if self._cds_tmp else None,
+            "cds_final": str(self._cds_final) if self._cds_final else None,
         }
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> KafkaBroker:
-        b = cls(port=state["port"], controller_port=state.get("controller_port"),
-                data_dir=state["root"], version=state.get("version"))
+        b = cls(
+            port=state["port"],
+            controller_port=state.get("controller_port"),
+            data_dir=state["root"],
+            version=state.get("version"),
+        )
         b.owns_root = bool(state.get("owns_root"))
         b.pid = state.get("pid")
         b.started_at = state.get("started_at")
         b.startup_seconds = state.get("startup_seconds")
+        b._cds_tmp = Path(state["cds_tmp"]) if state.get("cds_tmp") else None
+        b._cds_final = Path(state["cds_final"]) if state.get("cds_final") else None
         return b
 
 
@@ -737,7 +918,9 @@ def _cmd_stop(args: argparse.Namespace) -> int:
     was_running = broker.is_running()
     broker.stop(remove_data=None if not args.keep else False)
     args.state_file.unlink(missing_ok=True)
-    print(f"kafka_local: {'stopped' if was_running else 'was not running'} (pid {state.get('pid')})")
+    print(
+        f"kafka_local: {'stopped' if was_running else 'was not running'} (pid {state.get('pid')})"
+    )
     return 0
 
 
@@ -755,19 +938,27 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m newsflow.kafka_local",
         description="Run a local single-node Apache Kafka broker (KRaft) from Maven jars.",
     )
-    parser.add_argument("--state-file", type=Path, default=None,
-                        help="where start records pid/ports/dir (default %(default)s -> "
-                             "~/.cache/newsflow/kafka.state.json)")
+    parser.add_argument(
+        "--state-file",
+        type=Path,
+        default=None,
+        help="where start records pid/ports/dir (default %(default)s -> "
+        "~/.cache/newsflow/kafka.state.json)",
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_start = sub.add_parser("start", help="start a broker and print KAFKA_BOOTSTRAP=host:port")
     p_start.add_argument("--port", type=int, default=None, help="PLAINTEXT port (default: free)")
     p_start.add_argument("--controller-port", type=int, default=None)
-    p_start.add_argument("--data-dir", default=None,
-                         help="persistent broker dir, kept by stop (default: a temp dir, removed)")
+    p_start.add_argument(
+        "--data-dir",
+        default=None,
+        help="persistent broker dir, kept by stop (default: a temp dir, removed)",
+    )
     p_start.add_argument("--heap", default=DEFAULT_HEAP)
     p_start.add_argument("--timeout", type=float, default=DEFAULT_STARTUP_TIMEOUT)
-    p_start.add_argument("--foreground", action="store_true",
-                         help="stay attached; Ctrl-C/SIGTERM stops the broker")
+    p_start.add_argument(
+        "--foreground", action="store_true", help="stay attached; Ctrl-C/SIGTERM stops the broker"
+    )
     sub.add_parser("status", help="exit 0 and print KAFKA_BOOTSTRAP if the broker answers")
     p_stop = sub.add_parser("stop", help="stop the broker and remove its temp dir")
     p_stop.add_argument("--keep", action="store_true", help="keep the broker dir")

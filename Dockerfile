@@ -1,0 +1,20 @@
+# newsflow application image: the `newsflow` CLI (poller and Bytewax flow).
+# Python 3.12: bytewax 0.21.1 ships wheels for CPython <= 3.12 only.
+FROM python:3.12-slim
+
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+COPY . /src
+RUN pip install . \
+    && useradd --create-home --uid 10001 newsflow \
+    && mkdir -p /state \
+    && chown newsflow /state
+
+USER newsflow
+WORKDIR /home/newsflow
+ENTRYPOINT ["newsflow"]
+CMD ["--help"]
