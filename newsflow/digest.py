@@ -1048,7 +1048,7 @@ def _stem_surface(members: Sequence[Mapping[str, Any]]) -> tuple[dict[int, str],
     stem_of: dict[int, str] = {}
     surf: dict[str, Counter[str]] = {}
     for r in members:
-        text = (r.get("title") or "") + " " + " ".join((r.get("body_text") or "").split()[:200])
+        text = (r.get("title") or "") + " " + " ".join((r.get("body_text") or "").split()[:100])
         for w in _WORD_CASED.findall(text):
             a = _analyze_word(w.lower())
             if a is None:
@@ -1071,7 +1071,8 @@ def _stem_surface(members: Sequence[Mapping[str, Any]]) -> tuple[dict[int, str],
 
 
 def _label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
-    members = [sel[i] for i in c.members[:50]]
+    # the lead and the members closest to the centroid speak for the topic
+    members = [sel[i] for i in c.ranked[:20]]
     stem_of, surface = _stem_surface(members)
     ent = cluster_entity(members)
     ent_stems = {a[0] for w in words(ent or "") if (a := _analyze_word(w)) is not None}

@@ -87,30 +87,34 @@ _MULTI: dict[str, tuple[int, ...]] = {}
 
 
 def _learn_raw_tokens(new: Iterable[str]) -> None:
-    if len(_HCACHE) >= _TOKEN_CACHE_MAX:  # bounded; results never depend on the cache
-        _HCACHE.clear()
-        _MULTI.clear()
     for tok in new:
         hs = [a[1] for w in _WORD_RE.findall(tok.lower()) if (a := _analyze_word(w)) is not None]
-        _HCACHE[tok] = hs[0] if hs else 0
         if len(hs) > 1:
-            _MULTI[tok] = tuple(hs[1:])
+            _MULTI[tok] = tuple(hs)
+            _HCACHE[tok] = -1  # marker: look in _MULTI
+        else:
+            _HCACHE[tok] = hs[0] if hs else 0
 
 
 def token_hashes(tokens: list[str]) -> np.ndarray:
     """Stem hashes (uint64) of whitespace tokens, in order; stop words and punctuation dropped."""
-    uniq = set(tokens)
-    new = uniq.difference(_HCACHE)
-    if new:
-        if len(_HCACHE) + len(new) >= _TOKEN_CACHE_MAX:
+    hs = list(map(_HCACHE.get, tokens))
+    if None in hs:
+        new = {t for t, h in zip(tokens, hs, strict=True) if h is None}
+        if len(_HCACHE) + len(new) >= _TOKEN_CACHE_MAX:  # bounded; results never depend on it
             _HCACHE.clear()
             _MULTI.clear()
-            new = uniq
-        _learn_raw_tokens(sorted(new))
-    hs = list(map(_HCACHE.__getitem__, tokens))
-    if _MULTI:
-        for tok in sorted(uniq & _MULTI.keys()):
-            hs.extend(_MULTI[tok] * tokens.count(tok))
+            new = set(tokens)
+        _learn_raw_tokens(new)
+        hs = list(map(_HCACHE.__getitem__, tokens))
+    if -1 in hs:
+        out: list[int] = []
+        for t, h in zip(tokens, hs, strict=True):
+            if h == -1:
+                out.extend(_MULTI[t])
+            else:
+                out.append(h)
+        hs = out
     arr = np.array(hs, dtype=np.uint64)
     return arr[arr != 0]
 
