@@ -526,6 +526,7 @@ class HttpFetcher:
                         rh = {k.lower(): v for k, v in resp.headers.items()}
                         location = rh.get("location")
                         if status in REDIRECT_STATUSES and location:
+                            await self._drain(resp)
                             nxt = urljoin(current, location.strip())
                             hops.append(RedirectHop(status, redact_url(current), redact_url(nxt)))
                             current = nxt
@@ -533,6 +534,8 @@ class HttpFetcher:
                         body: bytes | None = None
                         if 200 <= status < 300:
                             body = await self._read_body(resp, rh)
+                        else:
+                            await self._drain(resp)
                         return done(FetchKind.RESPONSE, status=status, headers=rh, body=body)
                 return done(FetchKind.TOO_MANY_REDIRECTS,
                             error=f"more than {c.max_redirects} redirects")
@@ -550,6 +553,19 @@ class HttpFetcher:
         except (httpx.TransportError, httpx.DecodingError, zlib.error, httpx.InvalidURL,
                 httpx.UnsupportedProtocol, ValueError) as e:
             return done(FetchKind.PROTOCOL_ERROR, error=redact_message(f"{type(e).__name__}: {e}"))
+
+    async def _drain(self, resp: httpx.Response, limit: int = 64 * 1024) -> None:
+        """Read (and drop) a small body so the connection can be reused: httpcore only returns a
+        connection to the pool once the response was read to its end (304s included). Bigger
+        bodies are not worth the bytes; the connection is closed instead."""
+        cl = resp.headers.get("content-length")
+        if cl is not None and cl.strip().isdigit() and int(cl) > limit:
+            return
+        n = 0
+        async for chunk in resp.aiter_raw():
+            n += len(chunk)
+            if n > limit:
+                return
 
     async def _read_body(self, resp: httpx.Response, headers: Mapping[str, str]) -> bytes:
         c = self.config

@@ -65,6 +65,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     at: float
+    client_port: int = 0  # the client's source port: one port = one (kept-alive) connection
 
 
 @dataclass(slots=True)
@@ -186,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- routing ---------------------------------------------------------------------
     def do_GET(self) -> None:
         srv = self.server
-        srv.record(self.path, dict(self.headers.items()))
+        srv.record(self.path, dict(self.headers.items()), int(self.client_address[1]))
         parts = [p for p in self.path.split("?", 1)[0].split("/") if p]
         try:
             self._route(parts)
@@ -316,8 +317,8 @@ class _Server(ThreadingHTTPServer):
             return  # clients hanging up early (size caps, timeouts) are expected here
         super().handle_error(request, client_address)
 
-    def record(self, path: str, headers: dict[str, str]) -> None:
-        self.owner._record(path, headers)
+    def record(self, path: str, headers: dict[str, str], port: int = 0) -> None:
+        self.owner._record(path, headers, port)
 
     def bump(self, key: str) -> int:
         return self.owner._bump(key)
@@ -389,11 +390,11 @@ class FixtureServer:
         return self.base_url + ("" if path.startswith("/") else "/") + path
 
     # state
-    def _record(self, path: str, headers: dict[str, str]) -> None:
+    def _record(self, path: str, headers: dict[str, str], port: int = 0) -> None:
         if not self.record_requests:
             return
         with self._lock:
-            self.requests.append(RecordedRequest(path, headers, time.monotonic()))
+            self.requests.append(RecordedRequest(path, headers, time.monotonic(), port))
 
     def _bump(self, key: str) -> int:
         with self._lock:

@@ -145,6 +145,26 @@ def test_headers_conditional_get_and_304(server: FixtureServer) -> None:
 
 
 @pytest.mark.http
+def test_connections_are_kept_alive_across_304s_errors_and_redirects(server: FixtureServer) -> None:
+    paths = ["/feeds/atom.xml", "/status/500", "/redir/302/-/feeds/rss20.xml", "/status/404"]
+    eng = PollEngine([feed(f"k{i}", server.url(p)) for i, p in enumerate(paths)], pcfg(), clock=FakeClock())
+
+    async def go() -> None:
+        try:
+            for _ in range(3):
+                for i in range(len(paths)):
+                    await eng.poll_feed(eng.feeds[f"k{i}"])
+        finally:
+            await eng.aclose()
+
+    n = len(server.requests)
+    run(go)
+    reqs = server.requests[n:]
+    assert len(reqs) >= 12 + 3 + 6  # 500s retried twice, redirects are two requests
+    assert len({r.client_port for r in reqs}) == 1  # one connection: bodies drained, reused
+
+
+@pytest.mark.http
 def test_if_modified_since_alone_gives_304(server: FixtureServer) -> None:
     server.set_feed("lm-only", rss_feed("lm", [("a", "A")]), last_modified="Mon, 06 May 2024 08:00:00 GMT")
     eng = PollEngine([feed("lm", server.url("/m/lm-only"))], pcfg(), clock=FakeClock())
