@@ -347,3 +347,47 @@ def assign_many(
                 D[i + 1 :, k] = np.einsum("ij,ij->i", d, d)
         out.append(TopicAssignment(topic_id_of(k), k, dist, model._top[k]))
     return out
+
+
+def annotate(
+    recs: Sequence[Mapping[str, Any]],
+    now: int,
+    model: OnlineTopics,
+    config: Any = None,
+    reliability: Mapping[str, float] | None = None,
+) -> list[dict[str, Any]]:
+    """Importance (scored dispositions only) + topic fields of a batch of article records, in
+    order, analyzing each text once. Every article gets a ``topic_id``; only ``unique``,
+    ``revision`` and ``same_event`` articles move the centres (copies would over-weight
+    repeated text). ``now`` = event time (epoch ms); ``reliability`` maps feed_id -> 0..1.
+    Returns the fields to merge into each record."""
+    from newsflow.score import DEFAULT_SCORE_CONFIG, importance, should_score
+
+    cfg = config or DEFAULT_SCORE_CONFIG
+    tc = model.config
+    same = cfg.title_weight == tc.title_weight and cfg.body_words == tc.body_words
+    rel = reliability or {}
+    out = []
+    for r in recs:
+        f = TextFeatures.of(
+            r.get("title") or "",
+            r.get("body_text") or "",
+            title_weight=tc.title_weight,
+            body_words=tc.body_words,
+        )
+        scored = should_score(r)
+        fields: dict[str, Any]
+        if scored:
+            imp = importance(
+                r,
+                now,
+                cfg,
+                reliability=rel.get(str(r.get("feed_id"))),
+                features=f if same else None,
+            )
+            fields = imp.to_fields()
+        else:
+            fields = {"importance": None}
+        fields.update(model.assign(r, f, learn=scored).to_fields())
+        out.append(fields)
+    return out

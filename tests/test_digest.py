@@ -489,3 +489,33 @@ def test_custom_delivery_time_and_unknown_type():
     assert [ms_to_iso(w.end_ms) for w in got] == ["2026-07-01T23:30:00Z"]
     with pytest.raises(KeyError):
         sch.type("nope")
+
+
+def _digest_bytes_in_subprocess(seed: str, shuffle: int) -> bytes:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import random, sys, orjson\n"
+        "from tests.test_digest import standard_records, rec, WIN\n"
+        "from newsflow.digest import assemble_digest\n"
+        "recs = standard_records() + [rec('ebola', i, 45 + i, pub=i) for i in range(1, 5)]\n"
+        f"random.Random({shuffle}).shuffle(recs)\n"
+        "sys.stdout.buffer.write(orjson.dumps(assemble_digest(recs, WIN)))\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONHASHSEED": seed}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, check=True, cwd=root, env=env
+    ).stdout
+
+
+def test_deterministic_across_processes():
+    """Two worker processes (different hash seeds, different arrival order) produce
+    byte-identical digests."""
+    recs = standard_records() + [rec("ebola", i, 45 + i, pub=i) for i in range(1, 5)]
+    here = orjson.dumps(assemble_digest(recs, WIN))
+    assert _digest_bytes_in_subprocess("1", 3) == here
+    assert _digest_bytes_in_subprocess("2", 8) == here

@@ -154,3 +154,23 @@ def test_no_dead_centres_on_spread_data():
 def test_dim_must_be_power_of_two():
     with pytest.raises(ValueError, match="power of two"):
         TopicConfig(dim=60)
+
+
+def test_annotate_batch():
+    from newsflow.topics import annotate
+
+    ds = docs(50)
+    for i, d in enumerate(ds):
+        d.update(
+            published_at="2026-03-10T10:00:00Z",
+            tier="T2",
+            word_count=300,
+            feed_id="f",
+            disposition="exact_duplicate" if i % 10 == 0 else "unique",
+        )
+    m = OnlineTopics()
+    out = annotate(ds, 1_773_140_400_000, m, reliability={"f": 0.5})
+    assert len(out) == 50
+    assert out[0]["importance"] is None and out[0]["topic_id"].startswith("topic-")
+    assert out[1]["importance_components"]["authority"] == 40.0
+    assert m.n_seen == 45  # duplicates do not move the centres
