@@ -48,11 +48,11 @@ def default_state_dir(registry: str | Path) -> Path:
 class Progress:
     """Counts poll events; on a terminal keeps one status line up to date."""
 
-    def __init__(self, total: int | None, out: TextIO = sys.stdout, *, live: bool | None = None,
+    def __init__(self, total: int | None, out: TextIO | None = None, *, live: bool | None = None,
                  min_interval_s: float = 0.2) -> None:
         self.total = total
-        self.out = out
-        self.live = out.isatty() if live is None else live
+        self.out = out if out is not None else sys.stdout  # looked up now, not at import
+        self.live = self.out.isatty() if live is None else live
         self.counts: Counter[str] = Counter()
         self.alerts: list[str] = []
         self.started = time.monotonic()
