@@ -893,3 +893,47 @@ def test_progress_display_counts_statuses() -> None:
     text = buf.getvalue()
     assert "polled 3/3" in text and "not modified 1" in text and "errors 1" in text and "! f: slow" in text
     assert "\r" in text
+
+
+def test_large_bodies_go_to_blob_dir_or_are_reported_too_large(tmp_path: Path) -> None:
+    big = rss_feed("big", [(f"g{i}", "x" * 200) for i in range(40)])
+    f = feed("big", "https://big.example.org/rss")
+    outcome = FetchOutcome(FetchKind.RESPONSE, f.url, status=200, headers={}, body=big)
+    no_blobs = PollEngine([f], pcfg(max_inline_body_bytes=1000), clock=FakeClock(), fetcher=FakeFetcher())
+    ev = no_blobs.apply(f, no_blobs.states["big"], outcome, T0, "example.org")
+    assert ev.status == "too_large" and raw(ev) is None
+    blobs = PollEngine([f], pcfg(max_inline_body_bytes=1000, blob_dir=str(tmp_path / "blobs")),
+                       clock=FakeClock(), fetcher=FakeFetcher())
+    ev = blobs.apply(f, blobs.states["big"], outcome, T0, "example.org")
+    r = raw(ev)
+    assert ev.status == "ok" and r is not None and r["body_b64"] is None
+    assert r["body_ref"].startswith("file://") and Path(r["body_ref"][7:]).read_bytes() == big
+    small = FetchOutcome(FetchKind.RESPONSE, f.url, status=200, headers={}, body=rss_feed("s", [("a", "A")]))
+    r2 = raw(blobs.apply(f, blobs.states["big"], small, T0 + 1, "example.org"))
+    assert r2 is not None and r2["body_b64"] and r2["body_ref"] is None
+
+
+def test_continuous_partition_sleeps_until_the_next_due_feed() -> None:
+    from datetime import UTC, datetime
+
+    clock = FakeClock()
+    f = feed("c", "https://c.example.org/rss", interval_s=1800.0)
+    src = PollerSource([f], pcfg(partitions=1, idle_wakeup_s=3600), clock=clock,
+                       fetcher_factory=lambda cfg: FakeFetcher(delay=0))
+    part = src.build_part("poll", "feeds-0", None)
+    try:
+        evs: list[PollEvent] = []
+        for _ in range(50):
+            evs += part.next_batch()
+            if evs:
+                break
+        assert [e.feed_id for e in evs] == ["c"]
+        wake = part.next_awake()
+        assert wake is not None
+        delay = (wake - datetime.now(UTC)).total_seconds()
+        assert 1800 * 0.99 < delay < 1800 * 1.11  # the jittered interval, not a busy loop
+        assert part.next_batch() == []  # nothing due: no fetch
+        clock.advance(2_000_000)
+        assert part.next_awake() is not None and part.next_awake() <= datetime.now(UTC)
+    finally:
+        part.close()
