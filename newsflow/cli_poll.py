@@ -141,6 +141,14 @@ def cmd_poll(args: argparse.Namespace) -> int:
     try:
         run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
                         progress=progress)
+    except Exception as e:
+        # Ctrl-C / SIGTERM: Bytewax stops at an epoch boundary and raises "signal received"
+        if not isinstance(e, KeyboardInterrupt) and "signal received" not in str(e):
+            raise
+        if progress is not None:
+            progress.finish()
+        print("stopped; per-feed state saved at the last snapshot", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         if progress is not None:
             progress.finish()
