@@ -86,7 +86,7 @@ def run_poller_flow(
     force: bool = False,
     clock: Clock = system_clock_ms,
     progress: Callable[[PollEvent], None] | None = None,
-    snapshot_s: float = 10.0,
+    snapshot_s: float = 5.0,
     sink: Sink[KafkaRecord] | None = None,
     producer_config: dict[str, Any] | None = None,
     fetcher_factory: FetcherFactory | None = None,

@@ -140,7 +140,7 @@ def cmd_poll(args: argparse.Namespace) -> int:
     progress = None if args.quiet else Progress(len(feeds) if args.once else None)
     try:
         run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
-                        progress=progress)
+                        progress=progress, snapshot_s=args.snapshot_interval)
     except Exception as e:
         # Ctrl-C / SIGTERM: Bytewax stops at an epoch boundary and raises "signal received"
         if not isinstance(e, KeyboardInterrupt) and "signal received" not in str(e):
@@ -217,6 +217,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--config", help="TOML file with [poller], [poller.fetch], [poller.policy]")
     p.add_argument("--state-dir", help="per-feed state (default <registry dir>/.newsflow-state/<name>)")
     p.add_argument("--no-state", action="store_true", help="do not persist per-feed state")
+    p.add_argument("--snapshot-interval", type=float, default=5.0,
+                   help="seconds between state snapshots (polls after the last one are redone "
+                        "after a crash or Ctrl-C; default 5)")
     p.add_argument("--concurrency", type=int, help="concurrent fetches (default 50)")
     p.add_argument("--timeout", type=float, help="seconds per fetch attempt (default 30)")
     p.add_argument("--heartbeat", type=float, help="seconds between heartbeat ticks (0: off)")
