@@ -528,7 +528,9 @@ class HttpFetcher:
                         if status in REDIRECT_STATUSES and location:
                             await self._drain(resp)
                             nxt = urljoin(current, location.strip())
-                            hops.append(RedirectHop(status, redact_url(current), redact_url(nxt)))
+                            # real URLs: an adopted 301 target must keep its query; every
+                            # place that logs or emits a hop redacts it
+                            hops.append(RedirectHop(status, current, nxt))
                             current = nxt
                             continue
                         body: bytes | None = None

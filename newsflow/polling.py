@@ -111,6 +111,9 @@ class FetchKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class RedirectHop:
+    """One redirect. The URLs are the real ones (a 301 target is adopted as is): redact them
+    with :func:`redact_url` before logging or emitting."""
+
     status: int
     from_url: str
     to_url: str

@@ -937,3 +937,28 @@ def test_continuous_partition_sleeps_until_the_next_due_feed() -> None:
         assert part.next_awake() is not None and part.next_awake() <= datetime.now(UTC)
     finally:
         part.close()
+
+
+@pytest.mark.http
+def test_adopted_redirect_keeps_its_real_query_but_records_stay_redacted(server: FixtureServer) -> None:
+    target_query = "token=secret-tok"
+    eng = PollEngine([feed("q", server.url("/redir/301/-/feeds/atom.xml"))],
+                     pcfg(policy=PollPolicy(redirect_adopt_after=1)), clock=FakeClock())
+
+    async def go() -> PollEvent:
+        async def fake_fetch(url: str, headers: Mapping[str, str] | None = None) -> FetchOutcome:
+            o = await HttpFetcher.fetch(eng.fetcher, url, headers)
+            # pretend the Location carried a token, as private feeds' redirects do
+            hops = tuple(replace(h, to_url=h.to_url + "?" + target_query) for h in o.redirects)
+            return replace(o, redirects=hops)
+
+        eng.fetcher.fetch = fake_fetch  # type: ignore[method-assign]
+        try:
+            return await eng.poll_feed(eng.feeds["q"])
+        finally:
+            await eng.aclose()
+
+    ev = run(go)
+    assert eng.states["q"].url.endswith("?" + target_query)  # adopted with its token
+    assert b"secret-tok" not in b"".join(r.value for r in ev.records)
+    assert "REDACTED" in (ev.alert or "")
