@@ -107,13 +107,18 @@ def token_hashes(tokens: list[str]) -> np.ndarray:
             new = set(tokens)
         _learn_raw_tokens(new)
         hs = list(map(_HCACHE.__getitem__, tokens))
-    if -1 in hs:
+    if -1 in hs:  # splice in multi-word tokens; list.index scans in C
         out: list[int] = []
-        for t, h in zip(tokens, hs, strict=True):
-            if h == -1:
-                out.extend(_MULTI[t])
-            else:
-                out.append(h)
+        start = 0
+        while True:
+            try:
+                i = hs.index(-1, start)
+            except ValueError:
+                break
+            out.extend(hs[start:i])
+            out.extend(_MULTI[tokens[i]])
+            start = i + 1
+        out.extend(hs[start:])
         hs = out
     arr = np.array(hs, dtype=np.uint64)
     return arr[arr != 0]
