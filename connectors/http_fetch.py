@@ -480,21 +480,27 @@ class HttpFetcher:
             await self._client.aclose()
             self._client = None
 
-    async def fetch(self, url: str, headers: Mapping[str, str] | None = None) -> FetchOutcome:
-        """GET with conditional ``headers``, retrying transient failures (002: 1 s, 2 s)."""
+    async def fetch(self, url: str, headers: Mapping[str, str] | None = None, *,
+                    auth_url: str | None = None) -> FetchOutcome:
+        """GET with conditional ``headers``, retrying transient failures (002: 1 s, 2 s).
+
+        Credentials come from ``url``'s or ``auth_url``'s userinfo and are sent as HTTP basic
+        auth to that URL's origin only.
+        """
         c = self.config
-        outcome = await self.fetch_once(url, headers)
+        outcome = await self.fetch_once(url, headers, auth_url=auth_url)
         attempt = 1
         while attempt <= c.retries and is_transient_failure(outcome.kind, outcome.status,
                                                             outcome.headers, self.policy):
             delay = c.retry_backoff_s[min(attempt - 1, len(c.retry_backoff_s) - 1)] \
                 if c.retry_backoff_s else 0.0
             await self._sleep(delay)
-            outcome = await self.fetch_once(url, headers)
+            outcome = await self.fetch_once(url, headers, auth_url=auth_url)
             attempt += 1
         return replace(outcome, attempts=attempt)
 
-    async def fetch_once(self, url: str, headers: Mapping[str, str] | None = None) -> FetchOutcome:
+    async def fetch_once(self, url: str, headers: Mapping[str, str] | None = None, *,
+                         auth_url: str | None = None) -> FetchOutcome:
         """One attempt: redirects followed by hand, body read with caps; never raises for
         network trouble (the outcome says what happened)."""
         c = self.config
@@ -517,7 +523,8 @@ class HttpFetcher:
                                     error=f"scheme not allowed: {urlsplit(current).scheme or '?'}:")
                     # credentials go in an Authorization header, to the feed's own origin only,
                     # never in the URL (httpx logs request URLs)
-                    auth = _basic_auth(url) if _same_origin(current, url) else None
+                    cred = auth_url or url
+                    auth = _basic_auth(cred) if _same_origin(current, cred) else None
                     async with self._get_client().stream(
                         "GET", _strip_userinfo(current), headers=dict(headers or {}),
                         auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT,

@@ -341,7 +341,8 @@ class PollEngine:
                         return PollEvent(fid, "deferred", (), now)
                     state = self.states[fid]
                     try:
-                        outcome = await self.fetcher.fetch(state.url, conditional_headers(state))
+                        outcome = await self.fetcher.fetch(state.url, conditional_headers(state),
+                                                           auth_url=feed.url)
                     except Exception as e:  # the fetcher should not raise; never let one feed
                         log.exception("fetch of %s failed unexpectedly", fid)  # stop the others
                         outcome = FetchOutcome(FetchKind.PROTOCOL_ERROR, redact_url(state.url),

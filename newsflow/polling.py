@@ -205,8 +205,8 @@ class FeedState:
     """
 
     feed_id: str
-    url: str  # URL polled now (registry URL, or an adopted permanent-redirect target)
-    registry_url: str  # URL in the registry; when it changes, the state starts over
+    url: str  # URL polled now (registry URL, or an adopted 301/308 target); never credentials
+    registry_url: str  # registry URL without credentials; when it changes, the state starts over
     interval_s: float  # current adaptive interval
     registry_floor_s: float = 0.0  # an explicit registry interval is also a lower bound
     etag: str | None = None
@@ -293,6 +293,7 @@ def initial_state(
     p = policy or PollPolicy()
     start = interval_s if interval_s else default_interval_s(feed_type, p)
     start = min(max(start, p.min_interval_s), p.max_interval_s)
+    url = strip_userinfo(url)  # state is persisted: no credentials in it
     return FeedState(
         feed_id=feed_id,
         url=url,
@@ -316,10 +317,11 @@ def reconcile_state(
     """Resume a saved state against the current registry entry.
 
     A changed registry URL starts the feed over (new source; also revives a dead feed whose URL
-    the user fixed). A changed explicit interval is applied; everything else is kept.
+    the user fixed); changed credentials alone do not. A changed explicit interval is applied;
+    everything else is kept.
     """
     p = policy or PollPolicy()
-    if state is None or state.registry_url != url or state.feed_id != feed_id:
+    if state is None or state.registry_url != strip_userinfo(url) or state.feed_id != feed_id:
         return initial_state(feed_id, url, interval_s=interval_s, feed_type=feed_type, policy=p,
                              now_ms=now_ms)
     floor = min(interval_s or 0.0, p.max_interval_s)
@@ -384,6 +386,18 @@ def scheme_allowed(url: str) -> bool:
     except ValueError:
         return False
     return parts.scheme.lower() in ALLOWED_SCHEMES and bool(parts.hostname)
+
+
+def strip_userinfo(url: str) -> str:
+    """URL without ``user:password@`` (what the poller stores; credentials stay in the registry)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[1], parts.path, parts.query,
+                       parts.fragment))
 
 
 def redact_url(url: str) -> str:
@@ -1526,6 +1540,7 @@ __all__ = [
     "repair_xml",
     "scan_feed",
     "scheme_allowed",
+    "strip_userinfo",
     "sy_update_interval_s",
     "track_parse_failures",
     "track_permanent_redirect",

@@ -650,6 +650,8 @@ def test_credentials_never_leak_into_records_or_logs(server: FixtureServer, capl
     with caplog.at_level(logging.DEBUG):
         ok, denied = run(go)
     assert ok.status == "ok" and denied.status == "http_error" and denied.http_status == 401
+    snapshot = repr({fid: state_to_dict(st) for fid, st in eng.states.items()}).encode()
+    assert b"secret" not in snapshot and b"wrongpw" not in snapshot  # state is persisted
     blob = b"".join(r.value for e in (ok, denied) for r in e.records) + caplog.text.encode()
     for secret in (b"secret", b"tok123", b"wrongpw", b"k999"):
         assert secret not in blob
@@ -702,7 +704,8 @@ class FakeFetcher(HttpFetcher):
         self.max_by_host: dict[str, int] = {}
         self.calls: list[tuple[str, dict[str, str]]] = []
 
-    async def fetch(self, url: str, headers: Mapping[str, str] | None = None) -> FetchOutcome:
+    async def fetch(self, url: str, headers: Mapping[str, str] | None = None, *,
+                    auth_url: str | None = None) -> FetchOutcome:
         host = registrable_domain(url)
         self.calls.append((url, dict(headers or {})))
         self.active += 1
@@ -946,8 +949,8 @@ def test_adopted_redirect_keeps_its_real_query_but_records_stay_redacted(server:
                      pcfg(policy=PollPolicy(redirect_adopt_after=1)), clock=FakeClock())
 
     async def go() -> PollEvent:
-        async def fake_fetch(url: str, headers: Mapping[str, str] | None = None) -> FetchOutcome:
-            o = await HttpFetcher.fetch(eng.fetcher, url, headers)
+        async def fake_fetch(url: str, headers: Mapping[str, str] | None = None, **kw: Any) -> FetchOutcome:
+            o = await HttpFetcher.fetch(eng.fetcher, url, headers, **kw)
             # pretend the Location carried a token, as private feeds' redirects do
             hops = tuple(replace(h, to_url=h.to_url + "?" + target_query) for h in o.redirects)
             return replace(o, redirects=hops)

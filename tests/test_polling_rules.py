@@ -828,3 +828,14 @@ def test_registry_toml_dump_roundtrip(tmp_path: Path) -> None:
     p = tmp_path / "r.toml"
     p.write_text(dump_registry(feeds, header="test"))
     assert load_registry(p).feeds == feeds
+
+
+def test_state_never_holds_credentials_and_password_change_keeps_state() -> None:
+    url = "https://alice:pw1@private.example.com/feed?x=1"
+    st = P.initial_state("p", url, policy=POLICY, now_ms=T0)
+    assert st.url == st.registry_url == "https://private.example.com/feed?x=1"
+    st = poll(st, resp(200, rss(["a"]), {"etag": '"1"'}, url=st.url)).state
+    same = P.reconcile_state(st, "p", "https://alice:pw2@private.example.com/feed?x=1", policy=POLICY)
+    assert same is st  # a new password is not a new feed
+    assert P.strip_userinfo("http://u@h.example/x") == "http://h.example/x"
+    assert P.strip_userinfo("http://h.example/x") == "http://h.example/x"
