@@ -10,6 +10,10 @@ import orjson
 from jsonschema import Draft202012Validator
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+if not SCHEMA_DIR.is_dir():  # installed as a wheel: the schemas package sits in site-packages
+    import schemas as _schemas_pkg
+
+    SCHEMA_DIR = Path(_schemas_pkg.__file__).resolve().parent
 TOPIC_SCHEMAS = {
     "feeds.raw": "feeds.raw.v1.json",
     "articles": "articles.v1.json",

@@ -1,0 +1,1 @@
+"""The topic JSON Schemas (data files, shipped with the package)."""
