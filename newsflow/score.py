@@ -124,6 +124,57 @@ def token_hashes(tokens: list[str]) -> np.ndarray:
     return arr[arr != 0]
 
 
+def features_batch(
+    docs: Sequence[tuple[str, str]], *, title_weight: int = 2, body_words: int = 200
+) -> list[TextFeatures]:
+    """:meth:`TextFeatures.of` for many ``(title, body_text)`` pairs with one cache lookup
+    pass and one array conversion (same result, less per-document overhead)."""
+    toks: list[str] = []
+    lens: list[int] = []
+    for title, body in docs:
+        n0 = len(toks)
+        if title_weight > 0 and title:
+            toks.extend(title.split() * title_weight)
+        if body_words > 0 and body:
+            b = body.split(None, body_words)
+            if len(b) > body_words:
+                del b[body_words:]
+            toks.extend(b)
+        lens.append(len(toks) - n0)
+    hs = list(map(_HCACHE.get, toks))
+    if None in hs:
+        new = {t for t, h in zip(toks, hs, strict=True) if h is None}
+        if len(_HCACHE) + len(new) >= _TOKEN_CACHE_MAX:
+            _HCACHE.clear()
+            _MULTI.clear()
+            new = set(toks)
+        _learn_raw_tokens(new)
+        hs = list(map(_HCACHE.__getitem__, toks))
+    if -1 in hs:
+        ends = np.cumsum(lens)
+        out: list[int] = []
+        start = 0
+        while True:
+            try:
+                i = hs.index(-1, start)
+            except ValueError:
+                break
+            out.extend(hs[start:i])
+            extra = _MULTI[toks[i]]
+            out.extend(extra)
+            lens[int(np.searchsorted(ends, i, side="right"))] += len(extra) - 1
+            start = i + 1
+        out.extend(hs[start:])
+        hs = out
+    arr = np.array(hs, dtype=np.uint64)
+    rows = np.repeat(np.arange(len(lens)), lens)
+    keep = arr != 0
+    arr = arr[keep]
+    counts = np.bincount(rows[keep], minlength=len(lens))
+    offs = np.concatenate(([0], np.cumsum(counts))).tolist()
+    return [TextFeatures(arr[offs[i] : offs[i + 1]]) for i in range(len(lens))]
+
+
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (Unicode letters/digits), stop words *not* removed."""
     return _WORD_RE.findall(text.lower())

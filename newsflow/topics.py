@@ -25,7 +25,7 @@ import numpy as np
 import orjson
 from river import cluster
 
-from newsflow.score import STOP_WORDS, TextFeatures, words
+from newsflow.score import STOP_WORDS, TextFeatures, features_batch, words
 
 _SNAPSHOT_MAGIC = "newsflow.topics"
 _SNAPSHOT_VERSION = 1
@@ -177,7 +177,12 @@ class OnlineTopics:
     ) -> TopicAssignment:
         """Topic of one article record; learns from it unless ``learn=False`` or it has no
         text (an all-zero vector would drag a centre to the origin)."""
-        v = self.vectorize(rec, features)
+        return self.assign_vector(rec, self.vectorize(rec, features), learn=learn)
+
+    def assign_vector(
+        self, rec: Mapping[str, Any], v: np.ndarray, *, learn: bool = True
+    ) -> TopicAssignment:
+        """:meth:`assign` with the hashed vector already computed (see :func:`hashed_matrix`)."""
         empty = not v.any()
         d = self._centers - v
         dist = np.einsum("ij,ij->i", d, d)
@@ -367,14 +372,14 @@ def annotate(
     tc = model.config
     same = cfg.title_weight == tc.title_weight and cfg.body_words == tc.body_words
     rel = reliability or {}
+    feats = features_batch(
+        [(r.get("title") or "", r.get("body_text") or "") for r in recs],
+        title_weight=tc.title_weight,
+        body_words=tc.body_words,
+    )
+    X = hashed_matrix(feats, tc.dim)
     out = []
-    for r in recs:
-        f = TextFeatures.of(
-            r.get("title") or "",
-            r.get("body_text") or "",
-            title_weight=tc.title_weight,
-            body_words=tc.body_words,
-        )
+    for r, f, v in zip(recs, feats, X, strict=True):
         scored = should_score(r)
         fields: dict[str, Any]
         if scored:
@@ -388,6 +393,6 @@ def annotate(
             fields = imp.to_fields()
         else:
             fields = {"importance": None}
-        fields.update(model.assign(r, f, learn=scored).to_fields())
+        fields.update(model.assign_vector(r, v, learn=scored).to_fields())
         out.append(fields)
     return out
