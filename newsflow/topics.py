@@ -356,7 +356,7 @@ def assign_many(
 
 def annotate(
     recs: Sequence[Mapping[str, Any]],
-    now: int,
+    now: int | None,
     model: OnlineTopics,
     config: Any = None,
     reliability: Mapping[str, float] | None = None,
@@ -364,9 +364,10 @@ def annotate(
     """Importance (scored dispositions only) + topic fields of a batch of article records, in
     order, analyzing each text once. Every article gets a ``topic_id``; only ``unique``,
     ``revision`` and ``same_event`` articles move the centres (copies would over-weight
-    repeated text). ``now`` = event time (epoch ms); ``reliability`` maps feed_id -> 0..1.
+    repeated text). ``now`` = event time (epoch ms); ``None``: each record's own
+    ``fetched_at`` (deterministic whatever the batching). ``reliability`` maps feed_id -> 0..1.
     Returns the fields to merge into each record."""
-    from newsflow.score import DEFAULT_SCORE_CONFIG, importance, should_score
+    from newsflow.score import DEFAULT_SCORE_CONFIG, importance, record_ms, should_score
 
     cfg = config or DEFAULT_SCORE_CONFIG
     tc = model.config
@@ -385,7 +386,7 @@ def annotate(
         if scored:
             imp = importance(
                 r,
-                now,
+                now if now is not None else record_ms(r, "fetched"),
                 cfg,
                 reliability=rel.get(str(r.get("feed_id"))),
                 features=f if same else None,

@@ -174,3 +174,20 @@ def test_annotate_batch():
     assert out[0]["importance"] is None and out[0]["topic_id"].startswith("topic-")
     assert out[1]["importance_components"]["authority"] == 40.0
     assert m.n_seen == 45  # duplicates do not move the centres
+
+
+def test_annotate_now_defaults_to_fetched_time():
+    from newsflow.topics import annotate
+
+    ds = docs(3)
+    for d in ds:
+        d.update(
+            published_at="2026-03-10T10:00:00Z",
+            fetched_at="2026-03-10T16:00:00Z",
+            tier="T2",
+            word_count=300,
+            feed_id="f",
+            disposition="unique",
+        )
+    out = annotate(ds, None, OnlineTopics())
+    assert round(out[0]["importance_components"]["recency"]) == 84  # 6 h old
