@@ -139,6 +139,8 @@ class StoryConfig:
     # Bounds that keep the cost per article flat as the window grows
     #: refs kept per bucket per slab (most recent)
     max_bucket: int = 32
+    #: open stories kept per term per slab in the story postings (most recent)
+    max_postings: int = 32
     #: candidates compared per article (most shared keys first)
     max_candidates: int = 48
 
@@ -717,9 +719,10 @@ class StoryAssigner:
     def __init__(self, config: StoryConfig = TUNED, band_shards: int = 1) -> None:
         self.config = config
         self.band_shards = max(1, band_shards)
-        mk = lambda: BandIndex(config.window_ms, config.slab_ms, config.max_bucket)  # noqa: E731
-        self.bands = [mk() for _ in range(self.band_shards)]
-        self.postings = [mk() for _ in range(self.band_shards)]
+        self.bands = [BandIndex(config.window_ms, config.slab_ms, config.max_bucket)
+                      for _ in range(self.band_shards)]
+        self.postings = [BandIndex(config.window_ms, config.slab_ms, config.max_postings)
+                         for _ in range(self.band_shards)]
         self.articles: dict[str, StoryFeatures] = {}
         self.story_of: dict[str, str] = {}
         self.stories: dict[str, StoryState] = {}
