@@ -1,17 +1,24 @@
-"""The newsflow dataflow: raw payloads -> parse/normalize -> exact dedup -> digest -> topics.
+"""The newsflow dataflow. Reads top to bottom like the pipeline diagram:
 
-Reads top to bottom like the pipeline diagram. Only wiring lives here: the logic is in the
-pure ``newsflow.*`` modules. Step ids are constants because recovery state is keyed by them.
+    raw (keyed by input partition)
+      -> parse      parse + normalize; event-time clock; ticks      [key: input partition]
+      -> dedup      exact dedup, layers 1-2 (GUID, canonical URL)   [key: 64 domain shards]
+      -> stories    tick-aligned merge; layers 3-5 + story ids;     [key: "stories"]
+                    importance score; online topic (river k-means)
+      -> digests    event-time digest windows (morning/midday/      [key: "digests"]
+                    evening/weekly/rolling), assembly
+      -> (topic, key, value) for the sinks
 
-Event time: the parse step keeps a per-input-partition watermark = max ``fetched_at`` seen and,
-whenever it crosses a ``tick_ms`` boundary, broadcasts a tick to every dedup shard. Shards expire
-state and close digest windows on those ticks only -- never on the wall clock -- so a replay
-gives identical output, and windows close on quiet streams as soon as a heartbeat envelope
-(``feed_id="__tick__"``) moves event time on.
+Only wiring lives here: the logic is in the pure ``newsflow.*`` modules. Step ids are constants
+because recovery state is keyed by them.
 
-Determinism with several workers: the parse step is keyed by input partition, so each
-partition's items reach every shard in input order; the digest key receives exactly one
-proposal per shard per window and assembles them in a total order.
+Event time: the parse step keeps a per-input-partition watermark (max ``fetched_at`` seen) and,
+when it crosses a ``tick_ms`` boundary, broadcasts a tick (watermark + the input position it was
+cut at) to every dedup shard. Shards expire state on ticks and forward them; the stories step
+releases items only when every shard has forwarded a tick beyond them (``newsflow.alignment``),
+in input order, so its output is identical for any number of workers; it forwards the
+watermark to the digests step, which closes windows on it. Nothing reads the wall clock. A
+heartbeat envelope (``feed_id="__tick__"``) moves event time on quiet streams.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from bytewax.dataflow import Dataflow, Stream
 from bytewax.operators import StatefulLogic
 
 from flows import metrics
+from newsflow.alignment import Aligner
 from newsflow.codec import (
     EnvelopeError,
     article_record,
@@ -34,16 +42,21 @@ from newsflow.codec import (
     health_record,
 )
 from newsflow.dedup import DedupShard, dedup_shard_key
-from newsflow.model import Article, DeadLetter
+from newsflow.digest import DigestConfig, DigestSchedule, FeedHealthAccumulator, assemble_digest, digest_memory
+from newsflow.model import Article, DeadLetter, DedupInfo
 from newsflow.normalize import make_deadletter, normalize_payload
-from newsflow.quick_digest import DIGEST_TYPE, assemble_digest, shard_candidates, window_of
 from newsflow.settings import Settings
+from newsflow.stories import StoryAssigner, featurize_batch
+from newsflow.timeutil import iso_to_ms
+from newsflow.topics import OnlineTopics, annotate
 
 STEP_PARSE = "parse"
 STEP_DEDUP = "dedup"
-STEP_DIGEST = "digest"
+STEP_STORIES = "stories"
+STEP_DIGESTS = "digests"
 TICK_FEED_ID = "__tick__"
-DIGEST_KEY = "digest"
+STORIES_KEY = "stories"
+DIGESTS_KEY = "digests"
 
 #: (topic, key bytes, value bytes): what every branch of the flow produces for the sinks
 Out = tuple[str, bytes, bytes]
@@ -53,9 +66,22 @@ def shard_keys(settings: Settings) -> list[str]:
     return [f"dd{i:03d}" for i in range(settings.dedup_shards)]
 
 
+def _freeze(state: Any, recovery: bool) -> Any:
+    # with recovery on, serialize now: the live state keeps mutating after snapshot() returns
+    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) if recovery else state
+
+
+def _thaw(resume: Any) -> Any:
+    return pickle.loads(resume) if isinstance(resume, bytes) else resume
+
+
 # ---------------------------------------------------------------- parse + event-time clock
 def parse_step(settings: Settings) -> Callable[[Any, tuple[str, bytes]], tuple[Any, list[Any]]]:
-    """Mapper of the keyed ``parse`` step: one raw message -> tagged outputs, plus ticks."""
+    """Mapper of the keyed ``parse`` step: one raw message -> tagged outputs, plus ticks.
+
+    Outputs: ``("O", out)`` straight to a sink; ``("S", shard_key, item)`` to a dedup shard,
+    where item is ``("A", seq, Article)``, ``("H", seq, health)`` or ``("T", seq_cut, wm)``.
+    """
     keys = shard_keys(settings)
     t = settings.topics
 
@@ -84,15 +110,18 @@ def parse_step(settings: Settings) -> Callable[[Any, tuple[str, bytes]], tuple[A
             h = health_record(
                 payload.feed_id, payload.fetched_at_ms, res.status, url=payload.final_url or payload.url,
                 http_status=payload.status, items=res.items, malformed=res.malformed, undated=res.undated,
-                feed_format=res.feed_format, bozo=res.bozo,
+                feed_format=res.feed_format, bozo=res.bozo, reliability=payload.reliability,
             )
             out.append(("O", (t.feed_health, payload.feed_id.encode(), dumps(h))))
+            # the digest's feed-health report gets it too, in input order, via a dedup shard
+            out.append(("S", keys[0], ("H", f"{seq}:~", h)))
         if payload.fetched_at_ms > wm:
             wm = payload.fetched_at_ms
             b = wm // settings.tick_ms
             if b > bucket:
                 bucket = b
-                out.extend(("S", k, ("T", wm)) for k in keys)
+                cut = f"{seq}:~"  # after every item of this payload
+                out.extend(("S", k, ("T", cut, wm)) for k in keys)
         return (wm, bucket), out
 
     return mapper
@@ -104,95 +133,196 @@ def _dl_out(topic: str, dl: DeadLetter) -> Out:
 
 # ---------------------------------------------------------------- dedup shard (layers 1-2)
 class DedupLogic(StatefulLogic[Any, Any, Any]):
-    """One dedup shard: :class:`DedupShard` + closing the digest windows it contributes to."""
+    """One dedup shard; decisions and ticks go on to the stories step."""
 
     def __init__(self, settings: Settings, resume: Any, recovery: bool) -> None:
-        self.s = settings
         self.recovery = recovery
-        if resume is None:
-            self.shard = DedupShard(settings.dedup_window_ms, settings.emit_repolls)
-            self.next_close: int | None = None
-        else:
-            self.shard, self.next_close = pickle.loads(resume) if isinstance(resume, bytes) else resume
+        self.shard = _thaw(resume) if resume is not None else DedupShard(settings.dedup_window_ms,
+                                                                         settings.emit_repolls)
 
     def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
-        if value[0] == "A":
+        kind = value[0]
+        if kind == "A":
             _, seq, a = value
-            a: Article
             info = self.shard.process(a)
             if info is None:
                 metrics.REPOLLS.inc()
                 return (), StatefulLogic.RETAIN
-            if self.next_close is not None and a.fetched_ms < self.next_close:
-                metrics.LATE.inc()
-            metrics.ARTICLES.labels(info.disposition).inc()
-            rec = article_record(a, info, seq)
-            return [("O", (self.s.topics.articles, rec["key"].encode(), dumps(rec)))], StatefulLogic.RETAIN
-        wm = value[1]
-        self.shard.advance(wm)
-        W = self.s.digest_window_ms
-        if self.next_close is None:
-            self.next_close = window_of(wm, W)
-        out = []
-        while self.next_close + W <= wm:
-            out.append(self._proposal(self.next_close, final=True))
-            self.next_close += W
-        return out, StatefulLogic.RETAIN
-
-    def _proposal(self, ws: int, *, final: bool) -> Any:
-        clusters = self.shard.clusters_first_seen_in(ws, ws + self.s.digest_window_ms)
-        return ("P", ws, final, shard_candidates(clusters, self.s.digest_shard_top_k))
-
-    def on_eof(self) -> tuple[Iterable[Any], bool]:
-        # end of a finite input: propose the still-open window(s) so replays end with a digest
-        if self.next_close is None:
-            return (), StatefulLogic.RETAIN
-        out = []
-        ws = self.next_close
-        while ws <= self.shard.watermark:
-            out.append(self._proposal(ws, final=False))
-            ws += self.s.digest_window_ms
-        return out, StatefulLogic.RETAIN
+            return [("A", seq, (a, info))], StatefulLogic.RETAIN
+        if kind == "T":
+            self.shard.advance(value[2])
+        return [value], StatefulLogic.RETAIN  # ticks and health records pass through
 
     def snapshot(self) -> Any:
-        state = (self.shard, self.next_close)
-        # with recovery on, freeze the state now (it keeps mutating after this call)
-        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) if self.recovery else state
+        return _freeze(self.shard, self.recovery)
 
 
-# ---------------------------------------------------------------- first digest (one key)
-class DigestLogic(StatefulLogic[Any, Any, Any]):
-    """Merges one proposal per shard per window into a ``digests`` record."""
+# ---------------------------------------------------------------- stories, scores, topics
+class StoriesLogic(StatefulLogic[Any, Any, Any]):
+    """Tick-aligned: near-duplicates, same-event and story ids, importance, topics."""
 
-    def __init__(self, settings: Settings, resume: Any) -> None:
+    def __init__(self, settings: Settings, resume: Any, recovery: bool) -> None:
         self.s = settings
-        self.pending: dict[tuple[int, bool], list[Any]] = dict(resume or {})
-
-    def _emit(self, ws: int, final: bool) -> Out:
-        props = self.pending.pop((ws, final))
-        d = assemble_digest(ws, self.s.digest_window_ms, props, self.s.digest_max_items, final=final)
-        metrics.DIGESTS.labels(DIGEST_TYPE).inc()
-        return (self.s.topics.digests, d["digest_id"].encode(), dumps(d))
+        self.recovery = recovery
+        if resume is not None:
+            self.aligner, self.assigner, self.topics, self.reliability, self.tiers = _thaw(resume)
+        else:
+            self.aligner = Aligner(settings.dedup_shards)
+            self.assigner = StoryAssigner()
+            self.topics = OnlineTopics()
+            self.reliability: dict[str, float] = {}
+            self.tiers: dict[str, set[str]] = {}
 
     def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
-        _, ws, final, prop = value
-        self.pending.setdefault((ws, final), []).append(prop)
-        if final and len(self.pending[(ws, final)]) == self.s.dedup_shards:
-            return [self._emit(ws, final)], StatefulLogic.RETAIN
+        if value[0] == "T":
+            released, wm = self.aligner.add_tick(value[1], value[2])
+            out = self._process(released) if released else []
+            if wm is not None:
+                out.append(("T", wm))
+            return out, StatefulLogic.RETAIN
+        self.aligner.add_item(value[1], value)
         return (), StatefulLogic.RETAIN
 
     def on_eof(self) -> tuple[Iterable[Any], bool]:
-        out = []
-        for ws, final in sorted(self.pending):
-            props = self.pending[(ws, final)]
-            if not final and not any(p[1] for p in props):
-                del self.pending[(ws, final)]  # an empty, still-open window: nothing to report
+        return self._process(self.aligner.drain()), StatefulLogic.RETAIN
+
+    def _process(self, items: list[Any]) -> list[Any]:
+        """Items released in input order -> ``("H", health)`` and ``("R", article record)``."""
+        out: list[Any] = []
+        arts = [x[2][0] for x in items if x[0] == "A"]
+        feats = iter(featurize_batch(arts)) if arts else iter(())
+        recs: list[dict[str, Any]] = []
+        for x in items:
+            if x[0] == "H":
+                h = x[2]
+                if h.get("reliability") is not None:
+                    self.reliability[h["feed_id"]] = h["reliability"]
+                out.append(("H", h))
                 continue
-            out.append(self._emit(ws, final))
-        return out, StatefulLogic.RETAIN
+            _, seq, (a, info) = x
+            recs.append(self._story(seq, a, info, next(feats)))
+        if recs:
+            fields = annotate(recs, self.aligner.watermark, self.topics, reliability=self.reliability)
+            for rec, f in zip(recs, fields, strict=True):
+                rec.update(f)
+                metrics.ARTICLES.labels(rec["disposition"]).inc()
+                out.append(("R", rec))
+        if len(self.tiers) > 2 * len(self.assigner.stories) + 1024:  # follow the assigner's expiry
+            self.tiers = {k: v for k, v in self.tiers.items() if k in self.assigner.stories}
+        return out
+
+    def _story(self, seq: str, a: Article, info: DedupInfo, f: Any) -> dict[str, Any]:
+        now = max(self.aligner.watermark, a.fetched_ms)
+        exact = info.disposition in ("exact_duplicate", "revision")
+        asg = self.assigner.assign(f, now_ms=now, duplicate_of=info.duplicate_of if exact else None)
+        disposition, layer, dup = info.disposition, info.layer, info.duplicate_of
+        if info.disposition == "unique" and asg.disposition in ("near_duplicate", "same_event", "revision"):
+            disposition, layer, dup = asg.disposition, asg.layer, asg.matched_ref
+        tiers = self.tiers.setdefault(asg.story_id, set())
+        if a.tier:
+            tiers.add(a.tier)
+        return article_record(a, info, seq, {
+            "disposition": disposition,
+            "dedup_layer": layer,
+            "duplicate_of": dup,
+            "story_id": asg.story_id,
+            "story_size": asg.story_size,
+            "story_publishers": asg.story_publishers,
+            "story_tiers": sorted(tiers),
+            "match_score": asg.score,
+        })
 
     def snapshot(self) -> Any:
-        return {k: list(v) for k, v in self.pending.items()}
+        return _freeze((self.aligner, self.assigner, self.topics, self.reliability, self.tiers), self.recovery)
+
+
+# ---------------------------------------------------------------- digests (event-time windows)
+#: record fields the digest needs (bodies are cut to the first 250 words)
+_DIGEST_FIELDS = (
+    "key", "article_id", "feed_id", "publisher", "tier", "url", "title", "published_at", "fetched_at",
+    "disposition", "revision_no", "story_id", "story_publishers", "importance", "topic_id", "date_uncertain",
+)
+HOUR = 3_600_000
+
+
+def digest_view(rec: dict[str, Any]) -> dict[str, Any]:
+    d = {k: rec.get(k) for k in _DIGEST_FIELDS}
+    d["body_text"] = " ".join((rec.get("body_text") or "").split()[:250])
+    return d
+
+
+class DigestsLogic(StatefulLogic[Any, Any, Any]):
+    """Keeps the records of the longest window (hour buckets, expiring on event time) and
+    assembles every digest window the watermark closes; at the end of a finite input, the still
+    open windows are emitted with ``final: false``."""
+
+    def __init__(self, settings: Settings, resume: Any, recovery: bool) -> None:
+        self.s = settings
+        self.recovery = recovery
+        self.schedule = settings.digest_schedule()
+        self.config = DigestConfig(time_basis="fetched")
+        if resume is not None:
+            self.buckets, self.health, self.previous, self.wm = _thaw(resume)
+        else:
+            self.buckets: dict[int, list[dict[str, Any]]] = {}
+            self.health: dict[int, list[dict[str, Any]]] = {}
+            self.previous: dict[str, dict[str, Any]] = {}
+            self.wm: int | None = None
+
+    def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
+        kind = value[0]
+        if kind == "R":
+            rec = value[1]
+            self.buckets.setdefault(iso_to_ms(rec["fetched_at"]) // HOUR, []).append(digest_view(rec))
+            return (), StatefulLogic.RETAIN
+        if kind == "H":
+            h = value[1]
+            self.health.setdefault(iso_to_ms(h["at"]) // HOUR, []).append(h)
+            return (), StatefulLogic.RETAIN
+        wm = value[1]
+        out = [self._assemble(w, final=True) for w in self.schedule.closing(self.wm, wm)]
+        if self.wm is None or wm > self.wm:
+            self.wm = wm
+            self._expire()
+        return [o for o in out if o is not None], StatefulLogic.RETAIN
+
+    def on_eof(self) -> tuple[Iterable[Any], bool]:
+        if self.wm is None:
+            return (), StatefulLogic.RETAIN
+        latest: dict[str, Any] = {}
+        for w in self.schedule.windows_containing(self.wm):
+            if w.digest_type not in latest or w.start_ms > latest[w.digest_type].start_ms:
+                latest[w.digest_type] = w
+        out = [self._assemble(w, final=False, skip_empty=True) for w in latest.values()]
+        return [o for o in out if o is not None], StatefulLogic.RETAIN
+
+    def _in(self, store: dict[int, list[dict[str, Any]]], start: int, end: int) -> list[dict[str, Any]]:
+        return [r for h in sorted(store) if start // HOUR <= h <= end // HOUR for r in store[h]]
+
+    def _assemble(self, w: Any, *, final: bool, skip_empty: bool = False) -> Out | None:
+        recs = self._in(self.buckets, w.start_ms, w.end_ms)
+        if skip_empty and not recs:
+            return None
+        acc = FeedHealthAccumulator()
+        for h in self._in(self.health, w.start_ms, w.end_ms):
+            if w.start_ms <= iso_to_ms(h["at"]) < w.end_ms:
+                acc.add(h)
+        d = assemble_digest(recs, w, schedule=self.schedule, previous=self.previous.get(w.digest_type),
+                            feed_health=acc.summary(), config=self.config, final=final)
+        if final:
+            self.previous[w.digest_type] = digest_memory(d)
+        metrics.DIGESTS.labels(w.digest_type).inc()
+        return (self.s.topics.digests, d["digest_id"].encode(), dumps(d))
+
+    def _expire(self) -> None:
+        assert self.wm is not None
+        horizon = (self.wm - self.schedule.retention_ms()) // HOUR
+        for store in (self.buckets, self.health):
+            for h in [h for h in store if h < horizon]:
+                del store[h]
+
+    def snapshot(self) -> Any:
+        return _freeze((self.buckets, self.health, self.previous, self.wm), self.recovery)
 
 
 # ---------------------------------------------------------------- wiring
@@ -200,20 +330,26 @@ def newsflow_steps(
     raw: Stream[tuple[str, tuple[str, bytes]]], settings: Settings, *, recovery: bool = False
 ) -> Stream[Out]:
     """All steps from keyed raw messages ``(partition, (seq, bytes))`` to ``(topic, key, value)``."""
+    t = settings.topics
     parsed = op.stateful_flat_map(STEP_PARSE, raw, parse_step(settings))
     direct = op.filter_map("parse_outputs", parsed, lambda kv: kv[1][1] if kv[1][0] == "O" else None)
     to_shards = op.filter_map("to_shards", parsed, lambda kv: (kv[1][1], kv[1][2]) if kv[1][0] == "S" else None)
     deduped = op.stateful(STEP_DEDUP, to_shards, lambda resume: DedupLogic(settings, resume, recovery))
-    dedup_out = op.filter_map("dedup_outputs", deduped, lambda kv: kv[1][1] if kv[1][0] == "O" else None)
-    proposals = op.filter_map("proposals", deduped, lambda kv: (DIGEST_KEY, kv[1]) if kv[1][0] == "P" else None)
-    digests = op.stateful(STEP_DIGEST, proposals, lambda resume: DigestLogic(settings, resume))
+    to_stories = op.map("to_stories", deduped, lambda kv: (STORIES_KEY, kv[1]))
+    storied = op.stateful(STEP_STORIES, to_stories, lambda resume: StoriesLogic(settings, resume, recovery))
+    articles = op.filter_map(
+        "article_outputs", storied,
+        lambda kv: (t.articles, kv[1][1]["key"].encode(), dumps(kv[1][1])) if kv[1][0] == "R" else None,
+    )
+    to_digests = op.map("to_digests", storied, lambda kv: (DIGESTS_KEY, kv[1]))
+    digests = op.stateful(STEP_DIGESTS, to_digests, lambda resume: DigestsLogic(settings, resume, recovery))
     digest_out = op.map("digest_outputs", digests, lambda kv: kv[1])
-    return op.merge("all_outputs", direct, dedup_out, digest_out)
+    return op.merge("all_outputs", direct, articles, digest_out)
 
 
 def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *, recovery: bool = False) -> Dataflow:
     """Raw-payload archive (file or directory) -> ``<out_dir>/<topic>.jsonl``; no Kafka."""
-    from connectors.files import RawArchiveSource, JsonlTopicSink
+    from connectors.files import JsonlTopicSink, RawArchiveSource
 
     settings = settings or Settings()
     flow = Dataflow("newsflow_files")
@@ -231,7 +367,7 @@ def kafka_flow(
     recovery: bool = False, add_config: dict[str, str] | None = None,
 ) -> Dataflow:
     """``feeds.raw`` on Kafka -> the four output topics on Kafka."""
-    from connectors.kafka import kafka_raw_input, kafka_outputs
+    from connectors.kafka import kafka_outputs, kafka_raw_input
 
     settings = settings or Settings()
     flow = Dataflow("newsflow_kafka")

@@ -45,6 +45,7 @@ def raw_to_dict(p: RawPayload) -> dict[str, Any]:
         "language": p.language,
         "body_b64": base64.b64encode(p.body).decode("ascii") if p.body is not None else None,
         "body_ref": p.body_ref,
+        "reliability": p.reliability,
     }
 
 
@@ -99,6 +100,7 @@ def decode_raw(value: bytes | str) -> RawPayload:
         category=d.get("category"),
         language=d.get("language"),
         body_ref=d.get("body_ref"),
+        reliability=d.get("reliability"),
     )
 
 

@@ -214,7 +214,7 @@ def demo_payloads() -> list[RawPayload]:
             out.append(RawPayload(feed.feed_id, f"{feed.site}/feed", fetched, 200, _doc(feed, items),
                                   content_type="application/xml", publisher=feed.publisher, tier=feed.tier,
                                   category="news", language="en"))
-    # a last heartbeat a day later closes the second digest window on event time
-    out.append(RawPayload("__tick__", "", START_MS + 48 * HOUR_MS, 0, None))
+    # a last heartbeat (03-04 08:00) closes the morning brief of the 4th on event time
+    out.append(RawPayload("__tick__", "", START_MS + 50 * HOUR_MS, 0, None))
     out.sort(key=lambda p: p.fetched_at_ms)
     return out

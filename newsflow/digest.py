@@ -39,6 +39,7 @@ from newsflow.score import (
     TIER_RANK,
     TextFeatures,
     _analyze_word,
+    features_batch,
     words,
 )
 from newsflow.timeutil import iso_to_ms, ms_to_iso
@@ -282,7 +283,9 @@ class FeedHealthAccumulator:
             return
         st = self._feeds.setdefault(fid, _FeedStat())
         status = str(rec.get("status") or "")
-        if rec.get("source", "poller") == "poller":
+        # a poll seen by the poller, or a fetched payload seen by the flow (the flow only
+        # gets the poller's successful fetches, so a record of either kind is one poll)
+        if rec.get("source", "poller") in ("poller", "flow"):
             st.polls += 1
             if status in ERROR_STATUSES:
                 st.errors += 1
@@ -848,15 +851,13 @@ def assemble_digest(
     X = None
     vocab = np.zeros(0, np.uint64)
     if sel:
-        feats = [
-            TextFeatures.of(
-                r.get("title") or "",
-                r.get("body_text") or "",
+        feats: list[TextFeatures] = []
+        for s0 in range(0, len(sel), 5000):
+            feats += features_batch(
+                [(r.get("title") or "", r.get("body_text") or "") for r in sel[s0 : s0 + 5000]],
                 title_weight=config.title_weight,
                 body_words=config.body_words,
             )
-            for r in sel
-        ]
         X, vocab = tfidf_matrix(feats)
         labels = cluster_articles(X, sel, config)
         clusters = _build_clusters(sel, X, vocab, labels)
@@ -866,7 +867,7 @@ def assemble_digest(
     has_prev = previous is not None
     # rank: best score, then size, then the lead's id
     clusters.sort(key=lambda c: (-c.score, -len(c.members), sel[c.lead]["article_id"]))
-    trends = _trends(clusters, prev_index, config) if has_prev else {}
+    trends: dict[str, str | None] = {}
     if not has_prev:
         checks.append(
             {"check": "trends", "ok": True, "action": "no previous window: no trend flags"}
@@ -885,6 +886,13 @@ def assemble_digest(
         elif c.score >= config.min_importance:
             sections_items[ALSO_MENTIONED].append(c)
 
+    if has_prev:
+        # a singleton can only be FADING and only matters when shown: trends for multi-article
+        # topics (index, emerging list) and for everything that can be displayed
+        shown = {c.key for items in sections_items.values() for c in items[: _cap(limits)]}
+        trends = _trends(
+            [c for c in clusters if len(c.members) >= 2 or c.key in shown], prev_index, config
+        )
     # self-check: a T5 source should not lead the digest unless corroborated
     _check_t5_top(sections_items, sel, checks)
     # self-check: sizing limits -> trim
@@ -980,12 +988,31 @@ def assemble_digest(
     }
 
 
+def _cap(limits: SectionLimits) -> int:
+    return max(limits.top, limits.noteworthy, limits.also) + 1  # +1: the T5 re-rank
+
+
 def _known(schedule: DigestSchedule, name: str) -> bool:
     return any(t.name == name for t in schedule.types)
 
 
 def _fallback_type(name: str) -> DigestType:
     return DigestType(name, name.replace("_", " ").title(), "rolling", MORNING.limits)
+
+
+def _row_centroid_dots(X: sp.csr_matrix, C: sp.csr_matrix, cid: np.ndarray) -> np.ndarray:
+    """``X[i] . C[cid[i]]`` for every row, vectorized: each nonzero (i, t) of X looks up
+    C[cid[i], t] by binary search over C's sorted (row, term) keys."""
+    V = np.int64(X.shape[1])
+    c_rows = np.repeat(np.arange(C.shape[0], dtype=np.int64), np.diff(C.indptr))
+    c_keys = c_rows * V + C.indices.astype(np.int64)  # sorted: CSR rows, sorted indices
+    x_rows = np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
+    q = cid.astype(np.int64)[x_rows] * V + X.indices.astype(np.int64)
+    pos = np.searchsorted(c_keys, q)
+    pos[pos >= len(c_keys)] = 0
+    hit = c_keys[pos] == q if len(c_keys) else np.zeros(len(q), dtype=bool)
+    prod = np.where(hit, X.data * C.data[pos] if len(c_keys) else 0.0, 0.0)
+    return np.bincount(x_rows, weights=prod, minlength=X.shape[0])
 
 
 def _build_clusters(
@@ -1008,7 +1035,7 @@ def _build_clusters(
     C.sort_indices()
     cn = np.sqrt(np.asarray(C.multiply(C).sum(axis=1)).ravel())
     cn[cn == 0.0] = 1.0
-    sims = np.asarray(X.multiply(C[cid]).sum(axis=1)).ravel() / cn[cid]
+    sims = _row_centroid_dots(X, C, cid) / cn[cid]
     scores = np.array([_score(r) for r in sel])
     members: list[list[int]] = [[] for _ in range(m)]
     for i, c in enumerate(cid.tolist()):
@@ -1305,6 +1332,8 @@ def _declining(
     """Labels of previous topics that shrank by 50 %+ (or disappeared)."""
     cur_by_prev: dict[str, int] = {}
     for c in clusters:
+        if len(c.members) < 2:  # 1 article is a 50 %+ drop from any previous topic (>= 2)
+            continue
         p = _match_prev(c, c.term_hashes, prev_index)
         if p is not None:
             k = str(p.get("key"))

@@ -38,6 +38,7 @@ class RawPayload:
     category: str | None = None
     language: str | None = None
     body_ref: str | None = None  # where the body is stored when not inline
+    reliability: float | None = None  # the feed's 30-day poll success ratio (from the poller)
 
     @property
     def poll_id(self) -> str:

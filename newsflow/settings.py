@@ -45,11 +45,22 @@ class Settings:
     # --- clock ---
     #: event-time ticks are sent to every shard when the watermark crosses this granularity
     tick_ms: int = 60_000
-    # --- first digest ---
-    digest_window_ms: int = 24 * 3_600_000
-    digest_max_items: int = 20
-    #: how many candidates each shard proposes for a digest window
-    digest_shard_top_k: int = 20
+    # --- digests ---
+    #: the readers' time zone: morning/midday/evening/weekly digests are delivered at local times
+    digest_tz: str = "UTC"
+    #: the rolling digest for monitoring users: every N minutes, covering the last N minutes
+    rolling_minutes: int = 60
+
+    def digest_schedule(self):  # type: ignore[no-untyped-def]
+        """The digest types and windows (see ``newsflow.digest.DigestSchedule``)."""
+        from dataclasses import replace as _replace
+
+        from newsflow.digest import DEFAULT_TYPES, DigestSchedule
+
+        types = tuple(
+            _replace(t, every_minutes=self.rolling_minutes) if t.kind == "rolling" else t for t in DEFAULT_TYPES
+        )
+        return DigestSchedule(tz=self.digest_tz, types=types)
 
 
 def _coerce(cur: Any, value: str) -> Any:
