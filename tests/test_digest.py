@@ -25,7 +25,7 @@ from newsflow.digest import (
     FeedHealthAccumulator,
     SectionLimits,
     assemble_digest,
-    candidate_radius_graph,
+    blocked_radius_graph,
     capitalized_phrases,
     digest_memory,
     extractive_summary,
@@ -378,7 +378,7 @@ def test_radius_graph_equals_sklearn_dbscan_cosine():
         feats.append(TextFeatures.of("", " ".join(words)))
     X, _ = tfidf_matrix(feats)
     ref = DBSCAN(eps=0.4, min_samples=2, metric="cosine").fit_predict(X)
-    for G in (radius_graph(X, 0.4), candidate_radius_graph(X, 0.4, top_terms=10)):
+    for G in (radius_graph(X, 0.4), blocked_radius_graph(X, 0.4, block_size=1000)):
         got = DBSCAN(eps=0.4, min_samples=2, metric="precomputed").fit_predict(G)
         assert (got == ref).all()
     # identical documents (distance 0) are neighbours too
