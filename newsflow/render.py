@@ -84,7 +84,7 @@ def to_markdown(d: Mapping[str, Any]) -> str:
         f"# {md_escape(title)} — {md_escape(_fmt_date_range(d))}",
         "",
         f"*{d.get('article_count', 0)} articles · {d.get('duplicates_removed', 0)} duplicates "
-        f"removed · digest `{md_escape(d.get('digest_id', ''))}`*",
+        f"removed · digest `{str(d.get('digest_id', '')).replace('`', '')}`*",
         "",
     ]
     for name, items in _sections(d):
