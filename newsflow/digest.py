@@ -834,15 +834,18 @@ def assemble_digest(
     *,
     schedule: DigestSchedule | None = None,
     previous: Mapping[str, Any] | None = None,
-    feed_health: Mapping[str, Any] | Iterable[Mapping[str, Any]] | None = None,
+    feed_health: FeedHealthAccumulator
+    | Mapping[str, Any]
+    | Iterable[Mapping[str, Any]]
+    | None = None,
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
     final: bool = True,
 ) -> dict[str, Any]:
     """The digest of one window (a ``digests.v1`` dict). See the module doc.
 
     ``previous``: the previous digest of the same type (or :func:`digest_memory` of it) for
-    trend flags; ``feed_health``: a :class:`FeedHealthAccumulator` summary or the window's
-    ``feed-health`` records.
+    trend flags; ``feed_health``: a :class:`FeedHealthAccumulator` (or its summary) or the
+    window's ``feed-health`` records.
     """
     sched = schedule or DigestSchedule()
     dtype = (
@@ -1353,7 +1356,9 @@ def _declining(
     return out
 
 
-def _health_block(fh: Mapping[str, Any] | Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
+def _health_block(
+    fh: FeedHealthAccumulator | Mapping[str, Any] | Iterable[Mapping[str, Any]] | None,
+) -> dict[str, Any]:
     if fh is None:
         return FeedHealthAccumulator().summary()
     if isinstance(fh, FeedHealthAccumulator):
