@@ -137,7 +137,8 @@ def main() -> None:
                                         break
                                     except BufferError:
                                         producer.poll(0.05)
-                        producer.flush(60)
+                        if producer.flush(60) > 0:
+                            raise RuntimeError("Kafka did not take all records within 60 s")
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     out.append(
                         (
