@@ -63,6 +63,7 @@ __all__ = [
     "StoryConfig",
     "StoryFeatures",
     "StoryInput",
+    "StoryPostings",
     "StoryState",
     "decide",
     "featurize",
@@ -372,20 +373,6 @@ class BandIndex:
                         out.extend(e for e in lst if e[1] >= since_ms)
         return out
 
-    def lookup_grouped(self, keys: Sequence[int], since_ms: int) -> list[list[Any]]:
-        """Refs per key (one list per key, same order), entries at or after ``since_ms``."""
-        first = since_ms // self.slab_ms
-        slabs = [self._slabs[s] for s in sorted(self._slabs) if s >= first]
-        out: list[list[Any]] = []
-        for k in keys:
-            refs: list[Any] = []
-            for slab in slabs:
-                lst = slab.get(k)
-                if lst:
-                    refs.extend(e[0] for e in lst if e[1] >= since_ms)
-            out.append(refs)
-        return out
-
     def insert(self, keys: Iterable[int], ref: Any, time_ms: int, unique: bool = False) -> None:
         """Add ``ref`` to the buckets of ``keys`` in the slab of ``time_ms``. ``unique``: skip
         a bucket that already holds ``ref`` in that slab (story postings)."""
@@ -608,6 +595,79 @@ class StoryState:
         return st
 
 
+class StoryPostings:
+    """Keyed state of one postings shard: term -> the open stories that contain it.
+
+    ``term -> {story_id: event time of the story's last member with that term}``, insertion
+    ordered so the least recently refreshed story is evicted first when a term holds more than
+    ``max_stories`` (hot terms like "apple" cannot make a lookup slow). Only stories touched
+    within ``idle_ms`` are returned; :meth:`expire` (once per slab of event time) sweeps out
+    older entries, so the state holds only open stories.
+    """
+
+    __slots__ = ("_post", "idle_ms", "max_stories")
+
+    def __init__(self, idle_ms: int = 12 * HOUR_MS, max_stories: int = 32) -> None:
+        self.idle_ms = idle_ms
+        self.max_stories = max_stories
+        self._post: dict[str, dict[str, int]] = {}
+
+    def lookup(self, terms: Iterable[str], now_ms: int) -> dict[str, list[str]]:
+        """Open stories per term (terms without any are left out)."""
+        since = now_ms - self.idle_ms
+        post = self._post
+        out: dict[str, list[str]] = {}
+        for t in terms:
+            d = post.get(t)
+            if d:
+                sids = [sid for sid, ms in d.items() if ms > since]
+                if sids:
+                    out[t] = sids
+        return out
+
+    def add(self, terms: Iterable[str], story_id: str, time_ms: int) -> None:
+        post = self._post
+        cap = self.max_stories
+        for t in terms:
+            d = post.get(t)
+            if d is None:
+                post[t] = {story_id: time_ms}
+                continue
+            old = d.pop(story_id, None)
+            d[story_id] = time_ms if old is None or time_ms > old else old
+            if len(d) > cap:
+                del d[next(iter(d))]
+
+    def expire(self, now_ms: int) -> int:
+        """Drop entries of stories idle for ``idle_ms`` or more; returns entries dropped."""
+        since = now_ms - self.idle_ms
+        dropped = 0
+        post = self._post
+        for t in list(post):
+            d = post[t]
+            keep = {sid: ms for sid, ms in d.items() if ms > since}
+            dropped += len(d) - len(keep)
+            if keep:
+                post[t] = keep
+            else:
+                del post[t]
+        return dropped
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self._post.values())
+
+    def snapshot(self) -> tuple[Any, ...]:
+        return (self.idle_ms, self.max_stories,
+                tuple((t, tuple(d.items())) for t, d in self._post.items()))
+
+    @classmethod
+    def restore(cls, snap: tuple[Any, ...]) -> StoryPostings:
+        idle_ms, cap, items = snap
+        p = cls(idle_ms, cap)
+        p._post = {t: dict(d) for t, d in items}
+        return p
+
+
 def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterable[str]],
                          stories: Mapping[str, StoryState], now_ms: int,
                          config: StoryConfig) -> tuple[StoryState | None, float]:
@@ -709,7 +769,7 @@ class StoryAssigner:
 
     - ``band_shards`` :class:`BandIndex` shards, a bucket key routed by :func:`key_shard`;
     - article records (features of the window) and story states keyed by id;
-    - story postings (term -> open stories) in their own :class:`BandIndex` shards;
+    - story postings (term -> open stories) in :class:`StoryPostings` shards by term;
     - document frequencies for IDF.
 
     The result does not depend on the number of shards (tested). Call :meth:`assign` in event
@@ -721,7 +781,7 @@ class StoryAssigner:
         self.band_shards = max(1, band_shards)
         self.bands = [BandIndex(config.window_ms, config.slab_ms, config.max_bucket)
                       for _ in range(self.band_shards)]
-        self.postings = [BandIndex(config.window_ms, config.slab_ms, config.max_postings)
+        self.postings = [StoryPostings(config.story_idle_ms, config.max_postings)
                          for _ in range(self.band_shards)]
         self.articles: dict[str, StoryFeatures] = {}
         self.story_of: dict[str, str] = {}
@@ -764,13 +824,6 @@ class StoryAssigner:
         for k in keys:  # key order, as the single-shard lookup
             out.extend(shards[key_shard(k, n)].lookup((k,), self._now, since_ms))
         return out
-
-    def _lookup_grouped(self, keys: Sequence[int], shards: list[BandIndex],
-                        since_ms: int) -> list[list[Any]]:
-        if self.band_shards == 1:
-            return shards[0].lookup_grouped(keys, since_ms)
-        n = self.band_shards
-        return [shards[key_shard(k, n)].lookup_grouped((k,), since_ms)[0] for k in keys]
 
     def _insert(self, keys: Sequence[int], ref: Any, time_ms: int, shards: list[BandIndex],
                 unique: bool = False) -> None:
@@ -821,8 +874,22 @@ class StoryAssigner:
             vec = {t: w * inv for t, w in vec.items() if w > 0}
         return vec
 
-    def _term_keys(self, terms: Iterable[str]) -> list[int]:
-        return [_term_key(t) for t in terms]
+    def _postings_lookup(self, terms: Iterable[str], now_ms: int) -> dict[str, list[str]]:
+        if self.band_shards == 1:
+            return self.postings[0].lookup(terms, now_ms)
+        n = self.band_shards
+        out: dict[str, list[str]] = {}
+        for t in terms:
+            out.update(self.postings[_term_key(t) % n].lookup((t,), now_ms))
+        return out
+
+    def _postings_add(self, terms: Sequence[str], sid: str, time_ms: int) -> None:
+        if self.band_shards == 1:
+            self.postings[0].add(terms, sid, time_ms)
+            return
+        n = self.band_shards
+        for t in terms:
+            self.postings[_term_key(t) % n].add((t,), sid, time_ms)
 
     def assign(self, features: StoryFeatures, now_ms: int | None = None,
                duplicate_of: str | None = None) -> StoryAssignment:
@@ -853,10 +920,7 @@ class StoryAssigner:
                     now - story.last_ms >= cfg.story_idle_ms:
                 story = None
         if story is None and cfg.story_match and vec:
-            terms = list(vec)
-            grouped = self._lookup_grouped(self._term_keys(terms), self.postings,
-                                           now - cfg.story_idle_ms + 1)
-            postings = {t: set(g) for t, g in zip(terms, grouped, strict=True) if g}
+            postings = self._postings_lookup(vec, now)
             st, score = match_story_centroid(vec, postings, self.stories, now, cfg)
             if st is not None:
                 story = st
@@ -874,18 +938,14 @@ class StoryAssigner:
         if st is None:
             st = self.stories[sid] = StoryState(sid, ref, features.time_ms, features.time_ms)
             new = True
-        slab_changed = st.count == 0 or (st.last_ms // cfg.slab_ms) != (features.time_ms // cfg.slab_ms)
-        old_terms = st.centroid.keys() if not slab_changed else ()
-        new_terms = [t for t in vec if t not in old_terms]
         st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms)
         if cfg.story_match and vec:
-            # post the story under the terms it gained; when the story moves into a new slab,
-            # (re)post all of them so an active story stays findable after old slabs expire
+            # post (or refresh) the story under this article's terms: an active story stays
+            # findable by the words its recent members use
             cent = st.centroid
-            posted = [t for t in (vec if slab_changed else new_terms) if t in cent]
+            posted = [t for t in vec if t in cent]
             if posted:
-                self._insert(self._term_keys(posted), sid, features.time_ms, self.postings,
-                             unique=True)
+                self._postings_add(posted, sid, features.time_ms)
         if index:
             if ref not in self.articles:
                 self._article_slabs.setdefault(features.time_ms // cfg.slab_ms, []).append(ref)
