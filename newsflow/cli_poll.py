@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from newsflow.polling import SUCCESS_STATUSES
 from newsflow.registry import (
     RegistryError,
     check,
@@ -80,7 +81,7 @@ class Progress:
         c = self.counts
         n = self.polled
         rate = n / max(time.monotonic() - self.started, 1e-9)
-        ok = sum(c[s] for s in ("ok", "empty", "all_undated", "partial_undated", "silent_zero"))
+        ok = sum(c[s] for s in SUCCESS_STATUSES if s != "not_modified")
         errors = sum(c[s] for s in ERROR_STATUSES)
         of = f"/{self.total}" if self.total else ""
         return (f"polled {n}{of}  new/changed {ok}  not modified {c['not_modified']}  "

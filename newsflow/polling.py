@@ -1486,12 +1486,6 @@ def redact_message(message: str | None) -> str | None:
     return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), message)[:500]
 
 
-def deferred_until_ms(dstate: DomainState | None, now_ms: int) -> int | None:
-    """When a feed held back by its domain's backoff may go (``None``: not held back)."""
-    rem = domain_backoff_remaining_ms(dstate, now_ms)
-    return now_ms + rem if rem > 0 else None
-
-
 __all__ = [
     "ALLOWED_SCHEMES",
     "FEED_TYPE_INTERVALS_S",
