@@ -352,25 +352,28 @@ class BandIndex:
 
     def lookup(self, keys: Iterable[int], now_ms: int | None = None,
                since_ms: int | None = None) -> list[tuple[Any, int]]:
-        """(ref, time) of every entry in the buckets of ``keys`` (one item per shared key, so
-        callers can count shared bands), oldest slab first. Entries older than the window
-        relative to ``now_ms`` (or older than ``since_ms`` when given) are skipped."""
+        """(ref, time) of every entry in the buckets of ``keys``: one item per shared key, so
+        callers can count shared bands (order: by slab, then unspecified). Entries older than
+        the window relative to ``now_ms`` (or older than ``since_ms`` when given) are
+        skipped."""
         out: list[tuple[Any, int]] = []
         if since_ms is None and now_ms is not None:
             since_ms = now_ms - self.window_ms
-        if since_ms is None:
-            slabs = [self._slabs[s] for s in sorted(self._slabs)]
-        else:
-            first = since_ms // self.slab_ms
-            slabs = [self._slabs[s] for s in sorted(self._slabs) if s >= first]
-        for k in keys:
-            for slab in slabs:
-                lst = slab.get(k)
-                if lst:
-                    if since_ms is None:
-                        out.extend(lst)
-                    else:
-                        out.extend(e for e in lst if e[1] >= since_ms)
+        keyset = set(keys)
+        first = None if since_ms is None else since_ms // self.slab_ms
+        for s in sorted(self._slabs):
+            if first is not None and s < first:
+                continue
+            slab = self._slabs[s]
+            hit = slab.keys() & keyset
+            if not hit:
+                continue
+            if first is not None and s == first:  # the slab straddling the cutoff
+                for k in hit:
+                    out.extend(e for e in slab[k] if e[1] >= since_ms)
+            else:
+                for k in hit:
+                    out.extend(slab[k])
         return out
 
     def insert(self, keys: Iterable[int], ref: Any, time_ms: int, unique: bool = False) -> None:
@@ -741,6 +744,32 @@ class _TermStats:
     def idf(self, term: str) -> float:
         return math.log((self.n + 1) / (self.df.get(term, 0) + 0.5))
 
+    def add_and_weigh(self, terms: Sequence[tuple[str, float]], time_ms: int) -> dict[str, float]:
+        """Count the document, then its unit TF-IDF vector (positive weights only):
+        w(t) = tf(t) * log((N + 1) / (df(t) + 0.5)), N and df over the window, this doc
+        included."""
+        slab = self._slabs.get(time_ms // self.slab_ms)
+        if slab is None:
+            slab = self._slabs[time_ms // self.slab_ms] = ([0], {})
+        slab[0][0] += 1
+        self.n += 1
+        n1 = self.n + 1
+        df, sdf = self.df, slab[1]
+        log = math.log
+        raw: list[tuple[str, float]] = []
+        sq = 0.0
+        for t, w in terms:
+            d = df.get(t, 0) + 1
+            df[t] = d
+            sdf[t] = sdf.get(t, 0) + 1
+            x = w * log(n1 / (d + 0.5))
+            raw.append((t, x))
+            sq += x * x
+        if sq <= 0.0:
+            return {}
+        inv = 1.0 / math.sqrt(sq)
+        return {t: x * inv for t, x in raw if x > 0}
+
     def expire(self, now_ms: int) -> None:
         cutoff = now_ms - self.window_ms
         for s in sorted(s for s in self._slabs if (s + 1) * self.slab_ms <= cutoff):
@@ -865,14 +894,7 @@ class StoryAssigner:
         return out
 
     def _vector(self, features: StoryFeatures) -> dict[str, float]:
-        ts = self.terms
-        ts.add((t for t, _ in features.terms), features.time_ms)
-        vec = {t: w * ts.idf(t) for t, w in features.terms}
-        norm = math.sqrt(sum(w * w for w in vec.values()))
-        if norm > 0:
-            inv = 1.0 / norm
-            vec = {t: w * inv for t, w in vec.items() if w > 0}
-        return vec
+        return self.terms.add_and_weigh(features.terms, features.time_ms)
 
     def _postings_lookup(self, terms: Iterable[str], now_ms: int) -> dict[str, list[str]]:
         if self.band_shards == 1:
@@ -949,10 +971,7 @@ class StoryAssigner:
         if index:
             if ref not in self.articles:
                 self._article_slabs.setdefault(features.time_ms // cfg.slab_ms, []).append(ref)
-            f = features
-            self.articles[ref] = StoryFeatures(f.ref, f.publisher, f.time_ms, f.words, f.title_keys,
-                                               f.body_keys, f.body_sig, f.simhash, f.sentences,
-                                               f.entities) if f.terms else f
+            self.articles[ref] = features  # snapshot() leaves the terms out
             self.story_of[ref] = sid
             self._insert(index_keys(features, cfg), ref, features.time_ms, self.bands)
         return StoryAssignment(ref, sid, decision.disposition, decision.layer,
