@@ -133,3 +133,21 @@ class JsonlTopicSink(FixedPartitionedSink[bytes, int]):
 
     def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _TopicFilePartition:
         return _TopicFilePartition(self.out_dir / f"{for_part}.jsonl", resume_state)
+
+
+def resolve_body_ref(payload: RawPayload, max_bytes: int = 64 * 1024 * 1024) -> RawPayload:
+    """A payload whose body was stored aside by the poller (``body_ref`` = ``file://`` URI)
+    gets its bytes back; other schemes are left alone (the payload then counts as empty)."""
+    from dataclasses import replace
+    from urllib.parse import unquote, urlsplit
+
+    ref = payload.body_ref
+    if payload.body is not None or not ref or not ref.startswith("file://"):
+        return payload
+    path = Path(unquote(urlsplit(ref).path))
+    with path.open("rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        msg = f"body_ref {ref} is larger than {max_bytes} bytes"
+        raise ValueError(msg)
+    return replace(payload, body=data)

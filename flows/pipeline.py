@@ -31,6 +31,7 @@ import bytewax.operators as op
 from bytewax.dataflow import Dataflow, Stream
 from bytewax.operators import StatefulLogic
 
+from connectors.files import resolve_body_ref
 from flows import metrics
 from newsflow.alignment import Aligner
 from newsflow.codec import (
@@ -98,6 +99,14 @@ def parse_step(settings: Settings) -> Callable[[Any, tuple[str, bytes]], tuple[A
             out.append(("O", _dl_out(t.deadletter, dl)))
             return (wm, bucket), out
         metrics.PAYLOADS.labels(str(payload.status)).inc()
+        if payload.body_ref:
+            try:
+                payload = resolve_body_ref(payload)
+            except (OSError, ValueError) as e:
+                dl = make_deadletter("envelope", "body_ref_unreadable", f"{payload.body_ref}: {e}", value,
+                                     feed_id=payload.feed_id, fetched_ms=payload.fetched_at_ms, item_index=None)
+                metrics.DEADLETTERS.labels("envelope", "body_ref_unreadable").inc()
+                out.append(("O", _dl_out(t.deadletter, dl)))
         if payload.feed_id != TICK_FEED_ID:
             res = normalize_payload(payload, settings)
             for a in res.articles:

@@ -116,3 +116,18 @@ def test_bad_envelopes_do_not_stop_the_flow(tmp_path: Path, demo_archive: Path) 
     dls = [orjson.loads(x) for x in out["deadletter"]]
     assert sum(d["reason"] == "bad_envelope" for d in dls) == 3
     assert out["articles"]
+
+
+def test_body_stored_aside_by_the_poller_is_read_back(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    p = next(x for x in demo_payloads() if x.feed_id == "wire-world" and x.body and b"<item>" in x.body)
+    blob = tmp_path / "blob.xml"
+    blob.write_bytes(p.body)
+    ref = replace(p, body=None, body_ref=blob.as_uri())
+    missing = replace(p, body=None, body_ref=(tmp_path / "gone.xml").as_uri(), fetched_at_ms=p.fetched_at_ms + 1)
+    archive = tmp_path / "in.jsonl"
+    write_archive([ref, missing], archive)
+    out = run(archive, tmp_path / "out")
+    assert len(out["articles"]) >= 1
+    assert [orjson.loads(x)["reason"] for x in out["deadletter"]].count("body_ref_unreadable") == 1
