@@ -72,6 +72,7 @@ from newsflow.polling import (
     reconcile_state,
     redact_url,
     registrable_domain,
+    reliability_score,
     update_domain_backoff,
 )
 from newsflow.registry import FeedSpec
@@ -401,6 +402,9 @@ class PollEngine:
                 category=feed.category,
                 language=feed.language,
                 body_ref=body_ref,
+                # 30-day poll success ratio: the flow's authority score multiplies by it
+                reliability=reliability_score(verdict.state.daily, now_ms,
+                                              self.policy.reliability_window_days),
             )
             key, value = encode_raw(raw)
             records.append(KafkaRecord(topics.raw, key, value, now_ms))
