@@ -55,11 +55,16 @@ _PUBLISHER_HINTS = re.compile(
 )
 
 _PUNCT_TO_SPACE = re.compile(r"[^\w\s]|_", re.UNICODE)
+#: ASCII characters that ``_PUNCT_TO_SPACE`` replaces: punctuation, "_" and control characters
+_ASCII_NONWORD_TO_SPACE = {
+    c: " " for c in range(128)
+    if not chr(c).isalnum() and not chr(c).isspace()
+}
 _WS = re.compile(r"\s+")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _APOS_S = re.compile(r"['\u2019]s\b", re.IGNORECASE)
 _APOS = re.compile(r"['\u2019]")
-_HEXISH = re.compile(r"^(?:\d+|[0-9a-f]{6,}|[a-z]*\d+[a-z\d]*)$")
+_HEX_CHARS = frozenset("0123456789abcdef")
 
 #: Function words and headline filler: ignored for story matching (not for Layer 3 Jaccard,
 #: which works on the full normalized word set as the seed says).
@@ -113,8 +118,11 @@ def normalize_title(title: str, publisher: str | None = None) -> str:
     whitespace collapsed, accents kept (NFKC). ``"UPDATE 1-Fed holds rates - Reuters"`` ->
     ``"fed holds rates"``."""
     t = strip_title_affixes(title, publisher).lower()
-    t = _APOS_S.sub("", t)
-    t = _APOS.sub("", t)
+    if "'" in t or "\u2019" in t:
+        t = _APOS_S.sub("", t)
+        t = _APOS.sub("", t)
+    if t.isascii():  # fast path, same result as the regex below for ASCII text
+        return " ".join(t.translate(_ASCII_NONWORD_TO_SPACE).split())
     return _WS.sub(" ", _PUNCT_TO_SPACE.sub(" ", t)).strip()
 
 
@@ -174,7 +182,9 @@ def url_slug_tokens(url: str | None) -> list[str]:
     if dot > 0 and len(best) - dot <= 6:
         best = best[:dot]
     words = best.lower().replace("_", "-").replace("'", "").split("-")
-    return [w for w in words if w and w.isalnum() and not _HEXISH.match(w)]
+    # keep words; drop numbers, ids with digits and long hex ids ("4e8417a7", "22842362")
+    return [w for w in words
+            if w.isalpha() and not (len(w) >= 6 and w.isascii() and _HEX_CHARS.issuperset(w))]
 
 
 def word_shingles(tokens: Sequence[str], k: int = 1) -> list[str]:
