@@ -43,26 +43,21 @@ def summarize(out_dir: Path) -> dict[str, Any]:
     return counts
 
 
-def print_digest(d: dict[str, Any], out: Any = sys.stdout) -> None:
-    w = out.write
-    w(f"\n=== {d['digest_type']}  {d['window_start']} -> {d['window_end']}"
-      f"{'' if d.get('final', True) else '  (window still open)'} ===\n")
-    w(f"{d['article_count']} articles, {d['duplicates_removed']} duplicates removed\n")
-    for sec in d["sections"]:
-        if not sec["items"]:
-            continue
-        w(f"\n## {sec['name']}\n")
-        for i, it in enumerate(sec["items"], 1):
-            lead = it["lead"]
-            trend = f"[{it['trend']}] " if it.get("trend") else ""
-            score = f"  score {lead['score']:.0f}" if lead.get("score") is not None else ""
-            w(f"{i:2d}. {trend}{it['label']}\n    {lead['publisher']} ({lead.get('tier') or '-'}), "
-              f"{lead['published_at']}{score}\n    {lead.get('url') or ''}\n")
-            if it.get("summary"):
-                w(f"    {it['summary']}\n")
-            if it["related_count"]:
-                src = ", ".join(it["related_sources"][:5])
-                w(f"    + {it['related_count']} more{' from ' + src if src else ''}\n")
+def pick_demo_digest(digests: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The digest a person wants to see first: the fullest closed morning brief, else the
+    fullest non-rolling digest, else the last one."""
+    def has_articles(d: dict[str, Any]) -> bool:
+        return d.get("article_count", 0) > 0
+
+    for pred in (
+        lambda d: d["digest_type"] == "morning_brief" and d.get("final") and has_articles(d),
+        lambda d: d["digest_type"] != "rolling" and has_articles(d),
+        lambda d: True,
+    ):
+        found = [d for d in digests if pred(d)]
+        if found:
+            return max(found, key=lambda d: (d.get("article_count", 0), d["window_start"]))
+    return None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -81,14 +76,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     run_file_flow(input_path, str(out), workers=args.workers)
     dt = time.perf_counter() - t0
     digests = [orjson.loads(x) for x in (out / "digests.jsonl").read_bytes().splitlines()]
-    for d in digests[-args.show:]:
-        print_digest(d)
+    chosen = pick_demo_digest(digests)
+    if chosen is not None:
+        from newsflow.render import to_html, to_markdown
+
+        print(to_markdown(chosen))
+        (out / "digest.html").write_text(to_html(chosen), encoding="utf-8")
+    by_type = Counter(d["digest_type"] for d in digests)
     s = summarize(out)
     print(f"\nflow finished in {dt:.2f}s; outputs in {out}/:")
     for topic in ("articles", "digests", "feed-health", "deadletter"):
         print(f"  {topic + '.jsonl':20s} {s[topic]:6d} records")
     print(f"  dispositions: {s['dispositions']}")
     print(f"  dead letters: {s['deadletter_reasons']}")
+    print(f"  digests by type: {dict(sorted(by_type.items()))}")
+    if chosen is not None:
+        print(f"  the digest above as a web page: {out / 'digest.html'}")
+    print(f"  render any digest: newsflow digest render {out / 'digests.jsonl'} --format html --digest-id ID")
     return 0
 
 
@@ -165,7 +169,6 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--input", help="raw-payload archive (file or directory of *.jsonl[.gz]) instead of the sample")
     d.add_argument("--out", help="output directory (default: a new temp dir)")
     d.add_argument("--workers", type=int, default=1)
-    d.add_argument("--show", type=int, default=2, help="how many of the last digests to print")
     d.set_defaults(func=cmd_demo)
     r = sub.add_parser("run", help="run the flow on Kafka: feeds.raw -> articles/digests/feed-health/deadletter")
     r.add_argument("--brokers", required=True)
