@@ -17,17 +17,34 @@ import orjson
 PLUGINS = ("newsflow.cli_poll", "newsflow.cli_digest")
 
 
-def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: int = 1) -> None:
-    """Run the dataflow on a raw-payload archive, writing ``<out_dir>/<topic>.jsonl``."""
+def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: int = 1,
+                  recovery_dir: str | None = None) -> None:
+    """Run the dataflow on a raw-payload archive, writing ``<out_dir>/<topic>.jsonl``.
+
+    With ``recovery_dir`` (created on first use), state and input offsets are snapshotted, and a
+    later run with the same directory resumes where the last one stopped.
+    """
+    from datetime import timedelta
+
+    from bytewax.recovery import RecoveryConfig, init_db_dir
     from bytewax.testing import cluster_main, run_main
 
     from flows.pipeline import file_flow
 
-    flow = file_flow(input_path, out_dir, settings)
+    recovery = None
+    if recovery_dir:
+        rd = Path(recovery_dir)
+        if not rd.exists() or not any(rd.iterdir()):
+            rd.mkdir(parents=True, exist_ok=True)
+            init_db_dir(rd, 1)
+        recovery = RecoveryConfig(str(rd))
+    flow = file_flow(input_path, out_dir, settings, recovery=recovery is not None)
+    epoch = timedelta(seconds=5)
     if workers <= 1:
-        run_main(flow)
+        run_main(flow, epoch_interval=epoch, recovery_config=recovery)
     else:
-        cluster_main(flow, [], 0, worker_count_per_proc=workers)
+        cluster_main(flow, [], 0, worker_count_per_proc=workers, epoch_interval=epoch,
+                     recovery_config=recovery)
 
 
 def summarize(out_dir: Path) -> dict[str, Any]:
@@ -73,7 +90,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         n = write_archive(demo_payloads(), input_path)
         print(f"demo sample: {n} raw payloads from 12 publishers -> {input_path}")
     t0 = time.perf_counter()
-    run_file_flow(input_path, str(out), workers=args.workers)
+    run_file_flow(input_path, str(out), workers=args.workers, recovery_dir=args.recovery_dir)
     dt = time.perf_counter() - t0
     digests = [orjson.loads(x) for x in (out / "digests.jsonl").read_bytes().splitlines()]
     chosen = pick_demo_digest(digests)
@@ -169,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--input", help="raw-payload archive (file or directory of *.jsonl[.gz]) instead of the sample")
     d.add_argument("--out", help="output directory (default: a new temp dir)")
     d.add_argument("--workers", type=int, default=1)
+    d.add_argument("--recovery-dir", help="snapshot state here; a rerun with the same dir resumes")
     d.set_defaults(func=cmd_demo)
     r = sub.add_parser("run", help="run the flow on Kafka: feeds.raw -> articles/digests/feed-health/deadletter")
     r.add_argument("--brokers", required=True)
