@@ -433,6 +433,22 @@ def radius_graph(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matri
     return _graph(n, rs, cs, vs)
 
 
+def _kmeans_distances(Z: np.ndarray, k: int, seed: int, iters: int = 12) -> np.ndarray:
+    """Squared distances of the rows of ``Z`` to ``k`` centres of a small seeded Lloyd's
+    k-means (init: k rows from a seeded permutation). Deterministic, BLAS-only."""
+    rng = np.random.default_rng(seed)
+    C = Z[rng.permutation(len(Z))[:k]].copy()
+    zz = np.einsum("ij,ij->i", Z, Z)[:, None]
+    for _ in range(iters):
+        d = zz - 2.0 * (Z @ C.T) + np.einsum("ij,ij->i", C, C)[None, :]
+        lab = d.argmin(axis=1)
+        for j in range(k):
+            m = lab == j
+            if m.any():
+                C[j] = Z[m].mean(axis=0)
+    return zz - 2.0 * (Z @ C.T) + np.einsum("ij,ij->i", C, C)[None, :]
+
+
 def blocked_radius_graph(
     X: sp.csr_matrix, eps: float, block_size: int = 3000, seed: int = 0, overlap: int = 2
 ) -> sp.csr_matrix:
@@ -442,8 +458,6 @@ def blocked_radius_graph(
     each block (blocks still too big are split again without overlap). Near neighbours that
     never share a block are missed (measured pair recall: bench/README-digest.md).
     Deterministic: fixed seeds."""
-    from sklearn.cluster import MiniBatchKMeans
-
     n = X.shape[0]
     rng = np.random.default_rng(seed)
     Z = np.asarray(X @ rng.standard_normal((X.shape[1], 64)))
@@ -459,9 +473,7 @@ def blocked_radius_graph(
             vs.append(G.data)
             continue
         k = max(2, int(np.ceil(len(idx) / block_size)))
-        km = MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=1, batch_size=4096)
-        km.fit(Z[idx])
-        d = km.transform(Z[idx])
+        d = _kmeans_distances(Z[idx], k, seed)
         near = np.argsort(d, axis=1, kind="stable")[:, : max(1, min(ov, k))]
         parts = [idx[(near == j).any(axis=1)] for j in range(k)]
         parts = [p for p in parts if len(p)]
