@@ -125,6 +125,9 @@ class StoryConfig:
     story_match: bool = False
     #: cosine of the article's TF-IDF vector with the story centroid
     story_threshold: float = 0.08
+    #: threshold for a story of n members: story_threshold * n ** -story_threshold_decay
+    #: (a big story's centroid is broader, so its members' cosines are lower)
+    story_threshold_decay: float = 0.0
     #: a story accepts new members while its last member is younger than this (event time)
     story_idle_ms: int = 12 * HOUR_MS
     #: weight of title bigrams and of URL-slug words relative to a title word
@@ -694,16 +697,18 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
                 dots[sid] += w * cw
     best: StoryState | None = None
     best_s = 0.0
+    base = config.story_threshold
+    decay = config.story_threshold_decay
     for sid, dot in dots.items():
         st = stories[sid]
         if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
             continue
         s = dot / st.norm
+        if s < (base * st.count ** -decay if decay else base):
+            continue
         if s > best_s or (best is not None and s == best_s and
                           (st.first_ms, st.story_id) < (best.first_ms, best.story_id)):
             best, best_s = st, s
-    if best is None or best_s < config.story_threshold:
-        return None, best_s
     return best, best_s
 
 
