@@ -929,13 +929,14 @@ class StoryAssigner:
 
         prior = duplicate_of if duplicate_of in self.story_of else (
             ref if ref in self.story_of else None)
-        vec = self._vector(features) if cfg.story_match else {}
         if prior is not None:
-            # Layers 1-2 (or the same article id again): a revision keeps its story.
+            # Layers 1-2 (or the same article id again): a revision or a copy keeps the story;
+            # it is re-indexed under its (possibly edited) title but is not a new member.
             sid = self.story_of[prior]
             decision = Decision(REVISION if prior == ref else EXACT_DUPLICATE,
                                 "guid" if prior == ref else "url", prior, 1.0)
-            return self._place(features, vec, sid, decision, new=False, index=prior != ref)
+            return self._place(features, {}, sid, decision, new=False, member=False)
+        vec = self._vector(features) if cfg.story_match else {}
 
         cands = self.candidates(features)
         decision = decide(features, cands, cfg)
@@ -958,14 +959,19 @@ class StoryAssigner:
         return self._place(features, vec, story.story_id, decision, new=False)
 
     def _place(self, features: StoryFeatures, vec: Mapping[str, float], sid: str,
-               decision: Decision, new: bool, index: bool = True) -> StoryAssignment:
+               decision: Decision, new: bool, member: bool = True) -> StoryAssignment:
         cfg = self.config
         ref = features.ref
         st = self.stories.get(sid)
         if st is None:
             st = self.stories[sid] = StoryState(sid, ref, features.time_ms, features.time_ms)
             new = True
-        st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms)
+        if member:
+            st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms)
+        else:  # a sighting of a known article: counts for distinct publishers only
+            if features.publisher:
+                st.publishers.add(features.publisher)
+            st.last_ms = max(st.last_ms, features.time_ms)
         if cfg.story_match and vec:
             # post (or refresh) the story under this article's terms: an active story stays
             # findable by the words its recent members use
@@ -973,12 +979,11 @@ class StoryAssigner:
             posted = [t for t in vec if t in cent]
             if posted:
                 self._postings_add(posted, sid, features.time_ms)
-        if index:
-            if ref not in self.articles:
-                self._article_slabs.setdefault(features.time_ms // cfg.slab_ms, []).append(ref)
-            self.articles[ref] = features  # snapshot() leaves the terms out
-            self.story_of[ref] = sid
-            self._insert(index_keys(features, cfg), ref, features.time_ms, self.bands)
+        if ref not in self.articles:
+            self._article_slabs.setdefault(features.time_ms // cfg.slab_ms, []).append(ref)
+        self.articles[ref] = features  # snapshot() leaves the terms out
+        self.story_of[ref] = sid
+        self._insert(index_keys(features, cfg), ref, features.time_ms, self.bands)
         return StoryAssignment(ref, sid, decision.disposition, decision.layer,
                                decision.matched_ref, round(decision.score, 4), st.count,
                                len(st.publishers), new)
