@@ -599,27 +599,67 @@ class SeverityProfile:
     corroboration_cap: int = 5  # 20 points per source up to 5
     historical_years: float = 2.0
 
-    def patterns(self) -> list[tuple[str, re.Pattern[str]]]:
-        return _severity_patterns(
-            tuple((lvl, tuple(self.keywords.get(lvl, ()))) for lvl in SEVERITY_LEVELS)
-        )
+    def matcher(self) -> _KeywordMatcher:
+        spec = tuple((lvl, tuple(self.keywords.get(lvl, ()))) for lvl in SEVERITY_LEVELS)
+        got = _MATCHERS.get(spec)
+        if got is None:
+            got = _MATCHERS[spec] = _KeywordMatcher(spec)
+        return got
 
 
-_PATTERN_CACHE: dict[tuple[Any, ...], list[tuple[str, re.Pattern[str]]]] = {}
+def _base(w: str) -> str:
+    """Crude inflection folding for keyword matching: attacks/attacked/attacking -> attack,
+    wars -> war (but warning -> warn, not war), crashes -> crash, casualties -> casualty."""
+    if len(w) > 5 and w.endswith("ing"):
+        return w[:-3]
+    if len(w) > 4 and w.endswith("ed"):
+        return w[:-2]
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if w.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return w[:-2]
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        return w[:-1]
+    return w
 
 
-def _severity_patterns(
-    spec: tuple[tuple[str, tuple[str, ...]], ...],
-) -> list[tuple[str, re.Pattern[str]]]:
-    got = _PATTERN_CACHE.get(spec)
-    if got is None:
-        got = []
-        for lvl, kws in spec:
-            if kws:
-                alt = "|".join(re.escape(k) for k in sorted(kws, key=lambda k: (-len(k), k)))
-                got.append((lvl, re.compile(rf"\b(?:{alt})", re.IGNORECASE)))
-        _PATTERN_CACHE[spec] = got
-    return got
+class _KeywordMatcher:
+    """Whole-word keyword lookup on folded title tokens (no giant regex alternation):
+    single words via a dict, phrases via a space-joined token string."""
+
+    def __init__(self, spec: tuple[tuple[str, tuple[str, ...]], ...]) -> None:
+        self.words: dict[str, tuple[int, str]] = {}
+        self.phrases: list[tuple[int, str, str]] = []
+        for rank, (_lvl, kws) in enumerate(spec):
+            for kw in kws:
+                toks = [_base(t) for t in _WORD_RE.findall(kw.lower())]
+                if len(toks) == 1:
+                    self.words.setdefault(toks[0], (rank, kw))
+                elif toks:
+                    self.phrases.append((rank, f" {' '.join(toks)} ", kw))
+        self.phrases.sort()
+        self.levels = [lvl for lvl, _ in spec]
+
+    def match(self, title: str) -> tuple[str, str] | None:
+        """(level, keyword) of the most severe keyword in ``title``."""
+        toks = [_base(t) for t in _WORD_RE.findall(title.lower())]
+        best: tuple[int, str] | None = None
+        for t in toks:
+            hit = self.words.get(t)
+            if hit is not None and (best is None or hit[0] < best[0]):
+                best = hit
+        if self.phrases:
+            joined = f" {' '.join(toks)} "
+            for rank, ph, kw in self.phrases:
+                if best is not None and rank >= best[0]:
+                    break
+                if ph in joined:
+                    best = (rank, kw)
+                    break
+        return (self.levels[best[0]], best[1]) if best else None
+
+
+_MATCHERS: dict[tuple[Any, ...], _KeywordMatcher] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -676,14 +716,12 @@ def severity_level(
     low = title.lower()
     if any(x in low for x in p.exclusions):
         return SeverityResult("info", None, False, True)
-    for lvl, pat in p.patterns():
-        m = pat.search(title)
-        if m:
-            if lvl in ("critical", "high") and has_historical_marker(
-                title, now, p.historical_years
-            ):
-                return SeverityResult("info", m.group(0).lower(), True, False)
-            return SeverityResult(lvl, m.group(0).lower(), False, False)
+    hit = p.matcher().match(title)
+    if hit is not None:
+        lvl, kw = hit
+        if lvl in ("critical", "high") and has_historical_marker(title, now, p.historical_years):
+            return SeverityResult("info", kw, True, False)
+        return SeverityResult(lvl, kw, False, False)
     return SeverityResult("info", None, False, False)
 
 

@@ -317,3 +317,12 @@ def test_severity_profile_in_importance():
     imp = importance(rec(title="Earthquake strikes coast"), NOW, cfg)
     assert imp.severity is not None and imp.severity.level == "high"
     assert imp.to_fields()["severity"]["level"] == "high"
+
+
+def test_severity_whole_words_with_inflections():
+    assert severity_level("Investors ignore warning signs").keyword == "warning"
+    assert severity_level("Investors ignore warning signs").level == "low"
+    assert severity_level("Wars rage on").level == "high"
+    assert severity_level("Company attacked by hackers").level == "high"
+    assert severity_level("Nuclear attack warning issued").level == "critical"
+    assert severity_level("Swarm of bees in town").level == "info"  # not "war"
