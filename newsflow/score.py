@@ -813,7 +813,8 @@ def story_counts(rec: Mapping[str, Any]) -> tuple[int, int]:
     """(distinct publishers, distinct tiers) of the article's story (at least its own)."""
     pubs = rec.get("story_publishers") or ()
     tiers = [t for t in (rec.get("story_tiers") or ()) if t]
-    n_story = pubs if isinstance(pubs, int) else len(set(pubs))  # a count or the names
+    # a count, or the names (distinct, as the stories stage emits them)
+    n_story = pubs if isinstance(pubs, int) else len(pubs)
     n_pub = max(n_story, int(rec.get("publishers_seen") or 0), 1)
     n_tier = max(len(set(tiers)), 1 if rec.get("tier") else 0)
     return n_pub, n_tier

@@ -191,7 +191,8 @@ class OnlineTopics:
             self._centers[k] -= self.config.halflife * d[k]
             self._counts[k] += 1
             self.n_seen += 1
-            self._learn_terms(k, rec.get("title") or "")
+            if self._counts[k] & 1 or self._counts[k] < 64:  # label words: every other article
+                self._learn_terms(k, rec.get("title") or "")
         return TopicAssignment(topic_id_of(k), k, float(np.sqrt(dist[k])), self._top[k])
 
     def _learn_terms(self, k: int, title: str) -> None:
@@ -206,9 +207,9 @@ class OnlineTopics:
         if len(t) > 4 * cap:
             self._terms[k] = dict(sorted(t.items(), key=lambda kv: (-kv[1], kv[0]))[:cap])
         n = int(self._counts[k])
-        if n % self.config.terms_decay_every == 0:
+        if n % self.config.terms_decay_every == 1:
             self._terms[k] = {w: c / 2 for w, c in self._terms[k].items() if c >= 1.0}
-        if n < 32 or n % 32 == 0:  # refresh the cached label now and then (cheap, deterministic)
+        if n < 32 or n % 32 == 1:  # refresh the cached label now and then (cheap, deterministic)
             self._top[k] = self.topic_terms(k)
 
     def topic_terms(self, k: int, n: int = 3) -> tuple[str, ...]:
@@ -346,7 +347,8 @@ def assign_many(
             C[k] += h * (X[i] - C[k])
             model._counts[k] += 1
             model.n_seen += 1
-            model._learn_terms(k, recs[i].get("title") or "")
+            if model._counts[k] & 1 or model._counts[k] < 64:
+                model._learn_terms(k, recs[i].get("title") or "")
             if i + 1 < n:
                 d = X[i + 1 :] - C[k]
                 D[i + 1 :, k] = np.einsum("ij,ij->i", d, d)
