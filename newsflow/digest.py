@@ -371,7 +371,7 @@ class DigestConfig:
     emerging_min: int = 3
     trend_change: float = 0.5
     topic_index_size: int = 200
-    ward_max_points: int = 2000
+    ward_max_points: int = 1000
     group_by_story: bool = True
     exact_max: int = 12_000  # exact DBSCAN neighbourhoods up to this many points
     block_size: int = 3000  # above exact_max: exact inside k-means blocks of this size
@@ -433,20 +433,25 @@ def radius_graph(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matri
     return _graph(n, rs, cs, vs)
 
 
-def _kmeans_distances(Z: np.ndarray, k: int, seed: int, iters: int = 12) -> np.ndarray:
-    """Squared distances of the rows of ``Z`` to ``k`` centres of a small seeded Lloyd's
-    k-means (init: k rows from a seeded permutation). Deterministic, BLAS-only."""
+def _lloyd(Z: np.ndarray, k: int, seed: int, iters: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    """A small seeded Lloyd's k-means (init: k rows from a seeded permutation; empty clusters
+    keep their centre): (squared distances to the centres, centres). Deterministic, BLAS."""
     rng = np.random.default_rng(seed)
     C = Z[rng.permutation(len(Z))[:k]].copy()
     zz = np.einsum("ij,ij->i", Z, Z)[:, None]
     for _ in range(iters):
         d = zz - 2.0 * (Z @ C.T) + np.einsum("ij,ij->i", C, C)[None, :]
         lab = d.argmin(axis=1)
-        for j in range(k):
-            m = lab == j
-            if m.any():
-                C[j] = Z[m].mean(axis=0)
-    return zz - 2.0 * (Z @ C.T) + np.einsum("ij,ij->i", C, C)[None, :]
+        cnt = np.bincount(lab, minlength=k).astype(np.float64)
+        S = np.zeros_like(C)
+        np.add.at(S, lab, Z)
+        nz = cnt > 0
+        C[nz] = S[nz] / cnt[nz, None]
+    return zz - 2.0 * (Z @ C.T) + np.einsum("ij,ij->i", C, C)[None, :], C
+
+
+def _kmeans_distances(Z: np.ndarray, k: int, seed: int, iters: int = 12) -> np.ndarray:
+    return _lloyd(Z, k, seed, iters)[0]
 
 
 def blocked_radius_graph(
@@ -555,6 +560,10 @@ def cluster_articles(
     far fewer points. ``n_topics`` switches to Agglomerative Ward.
     """
     if config.n_topics:
+        if config.group_by_story:
+            group, ng = story_groups(sel)
+            if ng < len(sel):
+                return ward_labels(group_rows(X, group, ng), config.n_topics, config)[group]
         return ward_labels(X, config.n_topics, config)
     if config.group_by_story:
         group, ng = story_groups(sel)
@@ -585,10 +594,10 @@ def cluster_articles(
 
 
 def ward_labels(X: sp.csr_matrix, k: int, config: DigestConfig) -> np.ndarray:
-    """Agglomerative clustering (Ward) into ``k`` topics on an SVD reduction of the TF-IDF;
-    windows above ``ward_max_points`` are first reduced to that many k-means micro-clusters
-    (seeded), which Ward then merges."""
-    from sklearn.cluster import AgglomerativeClustering, MiniBatchKMeans
+    """Agglomerative clustering (Ward) into ``k`` topics on an SVD reduction of the TF-IDF
+    (rows: articles, or story centroids); above ``ward_max_points`` rows, a seeded k-means
+    first reduces them to that many micro-clusters, which Ward then merges."""
+    from sklearn.cluster import AgglomerativeClustering
     from sklearn.decomposition import TruncatedSVD
 
     n = X.shape[0]
@@ -606,9 +615,13 @@ def ward_labels(X: sp.csr_matrix, k: int, config: DigestConfig) -> np.ndarray:
     if n <= config.ward_max_points:
         return AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(Z)
     m = max(k, config.ward_max_points)
-    km = MiniBatchKMeans(n_clusters=m, random_state=0, n_init=1, batch_size=4096).fit(Z)
-    top = AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(km.cluster_centers_)
-    return top[km.labels_]
+    d, C = _lloyd(Z, m, 0, iters=8)
+    micro = d.argmin(axis=1)
+    used = np.unique(micro)
+    if len(used) <= k:
+        return np.searchsorted(used, micro)
+    top = AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(C[used])
+    return top[np.searchsorted(used, micro)]
 
 
 # --------------------------------------------------------------------------------------

@@ -519,3 +519,13 @@ def test_deterministic_across_processes():
     here = orjson.dumps(assemble_digest(recs, WIN))
     assert _digest_bytes_in_subprocess("1", 3) == here
     assert _digest_bytes_in_subprocess("2", 8) == here
+
+
+def test_ward_micro_clusters_above_ward_max_points():
+    recs = [rec(t, i, 80, story=f"{t}{i}", variant=str(i)) for t in TOPICS for i in range(30)]
+    cfg = DigestConfig(n_topics=4, ward_max_points=40, group_by_story=False)
+    d = assemble_digest(recs, WIN, config=cfg)
+    validate("digests", d)
+    assert d["cluster_count"] == 4
+    assert sorted(it["size"] for it in items(d, TOP_STORIES)) == [30, 30, 30, 30]
+    assert orjson.dumps(d) == orjson.dumps(assemble_digest(recs[::-1], WIN, config=cfg))
