@@ -6,7 +6,7 @@ Every article becomes a 64-d signed feature-hashing vector of its title (x2) + f
 coordinate to every centre); on 64 int keys it is ~1.5-3k docs/s, still the bottleneck. So
 :class:`OnlineTopics` runs *river's algorithm* (``river.cluster.KMeans``: move the closest
 centre by ``halflife * (x - c)``, centres drawn from ``N(mu, sigma)`` with river's own seeded
-RNG) on a numpy array: the same assignments and centres as river, ~10x faster. The model can be
+RNG) on a numpy array: the same assignments and centres as river, ~30x faster. The model can be
 exported to / imported from a real ``river.cluster.KMeans`` (:meth:`OnlineTopics.to_river`,
 :meth:`OnlineTopics.from_river`); a test checks both give identical assignments.
 
