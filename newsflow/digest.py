@@ -1286,17 +1286,42 @@ def _sections_sorted(sections: list[dict[str, Any]]) -> bool:
 # ---- trends --------------------------------------------------------------------------
 
 
+class _PrevTopics:
+    """The previous window's topic index, parsed once, with inverted indexes by story id and
+    top-term hash (so matching a cluster looks only at topics sharing something with it)."""
+
+    def __init__(self, prev_index: Sequence[Mapping[str, Any]]) -> None:
+        self.items = list(prev_index)
+        self.stories = [set(p.get("story_ids") or ()) for p in self.items]
+        self.terms = [{int(x) for x in (p.get("term_hashes") or ())[:5]} for p in self.items]
+        self.by_story: dict[str, list[int]] = {}
+        self.by_term: dict[int, list[int]] = {}
+        for i in range(len(self.items)):
+            for sid in self.stories[i]:
+                self.by_story.setdefault(sid, []).append(i)
+            for t in self.terms[i]:
+                self.by_term.setdefault(t, []).append(i)
+
+
 def _match_prev(
-    c: _Cluster, terms: Sequence[int], prev_index: Sequence[Mapping[str, Any]]
+    c: _Cluster, terms: Sequence[int], prev: _PrevTopics | Sequence[Mapping[str, Any]]
 ) -> Mapping[str, Any] | None:
     """The previous window's topic this cluster continues: shared story ids first, then the
     largest overlap of top terms (Jaccard >= 0.4 over the top-5 term hashes)."""
+    if not isinstance(prev, _PrevTopics):
+        prev = _PrevTopics(prev)
     stories = set(c.stories)
     t5 = set(terms[:5])
+    cand: set[int] = set()
+    for sid in stories:
+        cand.update(prev.by_story.get(sid, ()))
+    for t in t5:
+        cand.update(prev.by_term.get(t, ()))
     best: tuple[tuple[float, float, int, str], Mapping[str, Any]] | None = None
-    for p in prev_index:
-        shared = len(stories & set(p.get("story_ids") or ()))
-        pt = set(int(x) for x in (p.get("term_hashes") or ())[:5])
+    for i in sorted(cand):
+        p = prev.items[i]
+        shared = len(stories & prev.stories[i])
+        pt = prev.terms[i]
         jac = len(t5 & pt) / len(t5 | pt) if (t5 or pt) else 0.0
         if shared == 0 and jac < 0.4:
             continue
@@ -1322,8 +1347,9 @@ def _trend_of(size: int, prev: Mapping[str, Any] | None, config: DigestConfig) -
 def _trends(
     clusters: Sequence[_Cluster], prev_index: Sequence[Mapping[str, Any]], config: DigestConfig
 ) -> dict[str, str | None]:
+    prev = _PrevTopics(prev_index)
     return {
-        c.key: _trend_of(len(c.members), _match_prev(c, c.term_hashes, prev_index), config)
+        c.key: _trend_of(len(c.members), _match_prev(c, c.term_hashes, prev), config)
         for c in clusters
     }
 
@@ -1366,10 +1392,11 @@ def _declining(
 ) -> list[str]:
     """Labels of previous topics that shrank by 50 %+ (or disappeared)."""
     cur_by_prev: dict[str, int] = {}
+    prev = _PrevTopics(prev_index)
     for c in clusters:
         if len(c.members) < 2:  # 1 article is a 50 %+ drop from any previous topic (>= 2)
             continue
-        p = _match_prev(c, c.term_hashes, prev_index)
+        p = _match_prev(c, c.term_hashes, prev)
         if p is not None:
             k = str(p.get("key"))
             cur_by_prev[k] = cur_by_prev.get(k, 0) + len(c.members)
