@@ -943,3 +943,42 @@ def score_record(
     else:
         out["importance"] = None
     return out
+
+
+# --------------------------------------------------------------------------------------
+# 004 story phases
+# --------------------------------------------------------------------------------------
+
+STORY_PHASES: tuple[str, ...] = ("breaking", "developing", "sustained", "fading")
+
+
+def story_phase(
+    mention_count: int,
+    first_seen: datetime | int,
+    now: datetime | int,
+    *,
+    last_seen: datetime | int | None = None,
+    current_score: float | None = None,
+    peak_score: float | None = None,
+    silence_hours: float = 24.0,
+) -> str:
+    """004 story phase at event time ``now``: ``breaking`` (1 mention), ``developing`` (2-5
+    mentions and under 2 h old), ``fading`` (current score below half the peak, both
+    positive; or more than ``silence_hours`` since the last mention — the digest read path
+    drops those), else ``sustained``."""
+    now_ms = _to_ms(now)
+    if last_seen is not None and (now_ms - _to_ms(last_seen)) / HOUR_MS > silence_hours:
+        return "fading"
+    if (
+        current_score is not None
+        and peak_score is not None
+        and current_score > 0
+        and peak_score > 0
+        and current_score < peak_score / 2
+    ):
+        return "fading"
+    if mention_count <= 1:
+        return "breaking"
+    if mention_count <= 5 and (now_ms - _to_ms(first_seen)) / HOUR_MS < 2.0:
+        return "developing"
+    return "sustained"

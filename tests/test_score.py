@@ -326,3 +326,19 @@ def test_severity_whole_words_with_inflections():
     assert severity_level("Company attacked by hackers").level == "high"
     assert severity_level("Nuclear attack warning issued").level == "critical"
     assert severity_level("Swarm of bees in town").level == "info"  # not "war"
+
+
+def test_story_phases_004():
+    from newsflow.score import story_phase
+
+    t0 = NOW
+    assert story_phase(1, t0, t0 + timedelta(hours=5)) == "breaking"
+    assert story_phase(3, t0, t0 + timedelta(hours=1)) == "developing"
+    assert story_phase(3, t0, t0 + timedelta(hours=3)) == "sustained"
+    assert story_phase(6, t0, t0 + timedelta(hours=1)) == "sustained"
+    assert story_phase(9, t0, t0 + timedelta(hours=1), current_score=30, peak_score=70) == "fading"
+    assert (
+        story_phase(9, t0, t0 + timedelta(hours=1), current_score=0, peak_score=70) == "sustained"
+    )
+    late = t0 + timedelta(hours=40)
+    assert story_phase(4, t0, late, last_seen=t0 + timedelta(hours=10)) == "fading"
