@@ -141,10 +141,11 @@ class StoryConfig:
     #: a near-duplicate of an article whose story is closed joins an open story instead
     reopen_closed_stories: bool = False
     # Bounds that keep the cost per article flat as the window grows
-    #: refs kept per bucket per slab (most recent)
-    max_bucket: int = 32
-    #: open stories kept per term per slab in the story postings (most recent)
-    max_postings: int = 32
+    #: refs kept per bucket per slab (most recent); 8 = 32 measured the same on UCI
+    max_bucket: int = 8
+    #: open stories kept per term in the story postings (most recently refreshed); 16, 32
+    #: and 128 measured the same on UCI
+    max_postings: int = 16
     #: candidates compared per article (most shared keys first)
     max_candidates: int = 48
 
