@@ -69,7 +69,7 @@ def stage_costs(archive: Path) -> dict[str, float]:
         chunk = kept[i : i + 1000]
         for (a, info), f in zip(chunk, featurize_batch([a for a, _ in chunk]), strict=True):
             exact = info.disposition in ("exact_duplicate", "revision")
-            asg = assigner.assign(f, now_ms=a.fetched_ms, duplicate_of=info.duplicate_of if exact else None)
+            asg = assigner.assign(f, now_ms=None, duplicate_of=info.duplicate_of if exact else None)
             recs.append(article_record(a, info, "0000:000000000000:00000", {
                 "story_id": asg.story_id, "story_publishers": asg.story_publishers}))
     t4 = time.perf_counter()

@@ -211,7 +211,7 @@ class StoriesLogic(StatefulLogic[Any, Any, Any]):
             _, seq, (a, info) = x
             recs.append(self._story(seq, a, info, next(feats)))
         if recs:
-            fields = annotate(recs, self.aligner.watermark, self.topics, reliability=self.reliability)
+            fields = annotate(recs, None, self.topics, reliability=self.reliability)  # now = each fetch time
             for rec, f in zip(recs, fields, strict=True):
                 rec.update(f)
                 metrics.ARTICLES.labels(rec["disposition"]).inc()
@@ -221,9 +221,10 @@ class StoriesLogic(StatefulLogic[Any, Any, Any]):
         return out
 
     def _story(self, seq: str, a: Article, info: DedupInfo, f: Any) -> dict[str, Any]:
-        now = max(self.aligner.watermark, a.fetched_ms)
+        # the story clock runs on publication times (story activity is when things were
+        # published; the assigner keeps the max seen): data-driven like every clock here
         exact = info.disposition in ("exact_duplicate", "revision")
-        asg = self.assigner.assign(f, now_ms=now, duplicate_of=info.duplicate_of if exact else None)
+        asg = self.assigner.assign(f, now_ms=None, duplicate_of=info.duplicate_of if exact else None)
         disposition, layer, dup = info.disposition, info.layer, info.duplicate_of
         if info.disposition == "unique" and asg.disposition in ("near_duplicate", "same_event", "revision"):
             disposition, layer, dup = asg.disposition, asg.layer, asg.matched_ref
