@@ -12,11 +12,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from bytewax.testing import run_main
 from confluent_kafka import Consumer, TopicPartition
 
 from connectors.files import write_archive
-from flows.pipeline import kafka_flow
+from newsflow.cli import main as cli_main
 from newsflow.cli import run_file_flow
 from newsflow.codec import encode_raw
 from newsflow.demo import demo_payloads
@@ -57,7 +56,11 @@ def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path
     values = [encode_raw(p)[1] for p in payloads]
     assert produce_values(brokers, topics.raw, values) == len(values)
 
-    run_main(kafka_flow(brokers, settings, tail=False))
+    # exactly the command docker-compose.yml runs for the flow (plus --until-eof to finish)
+    cfg = tmp_path / "settings.toml"
+    cfg.write_text("[newsflow.topics]\n" + "".join(
+        f'{name} = "{getattr(topics, name)}"\n' for name in ("raw", "articles", "digests", "feed_health", "deadletter")))
+    assert cli_main(["run", "--brokers", kafka_bootstrap, "--config", str(cfg), "--until-eof"]) == 0
 
     got = {name: consume_all(kafka_bootstrap, getattr(topics, attr)) for name, attr in
            (("articles", "articles"), ("digests", "digests"), ("feed-health", "feed_health"), ("deadletter", "deadletter"))}
