@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 
+from newsflow.entities import entity_keys, entity_overlap, extract_entities
 from newsflow.stories import (
     HOUR_MS,
     PRESETS,
@@ -12,6 +13,7 @@ from newsflow.stories import (
     BandIndex,
     StoryAssigner,
     StoryInput,
+    StoryPostings,
     decide,
     featurize,
     featurize_batch,
@@ -113,6 +115,30 @@ def test_same_event_different_wording_by_entities() -> None:
     c = b._replace(article_id="e3", published_ms=T0 + 25 * HOUR_MS)
     out, _ = run(SEED, [a, c])
     assert out[1].disposition == "unique"
+
+
+def test_entity_extraction_heuristic() -> None:
+    assert extract_entities("Barack Obama meets Angela Merkel in Berlin") == [
+        "barack obama", "angela merkel", "berlin"]
+    assert extract_entities("Rand Paul: I wouldn't let Putin get away with this") == [
+        "rand paul", "putin"]
+    assert "nsa" in entity_keys(extract_entities("Senators grill NSA chief over phone records"))
+    assert extract_entities("stocks fall as oil rises") == []
+    assert entity_overlap({"obama", "merkel"}, {"obama", "merkel", "berlin"}) == 1.0
+    assert entity_overlap(set(), {"x"}) == 0.0
+
+
+def test_story_postings_cap_and_idle_expiry() -> None:
+    p = StoryPostings(idle_ms=12 * HOUR_MS, max_stories=2)
+    p.add(["apple"], "s1", T0)
+    p.add(["apple"], "s2", T0 + 1)
+    p.add(["apple"], "s1", T0 + 2)  # refresh: s1 becomes the most recent
+    p.add(["apple"], "s3", T0 + 3)  # evicts the least recently refreshed (s2)
+    assert p.lookup(["apple", "pear"], T0 + 4) == {"apple": ["s1", "s3"]}
+    assert p.lookup(["apple"], T0 + 13 * HOUR_MS) == {}  # all idle
+    assert p.expire(T0 + 13 * HOUR_MS) == 2 and len(p) == 0
+    q = StoryPostings.restore(pickle.loads(pickle.dumps(p.snapshot())))
+    assert q.snapshot() == p.snapshot()
 
 
 def test_story_centroid_groups_rewordings() -> None:
