@@ -686,16 +686,21 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
     than ``story_idle_ms`` old. Returns the best story when its cosine >= ``story_threshold``;
     ties go to the older story, then the smaller id (order-free)."""
     dots: dict[str, float] = {}
-    for t, w in vec.items():
-        for sid in postings.get(t, ()):
-            st = stories.get(sid)
-            if st is None:
-                continue
-            cw = st.centroid.get(t)
-            if cw is not None and sid not in dots:
-                dots[sid] = w * cw
-            elif cw is not None:
-                dots[sid] += w * cw
+    cents: dict[str, dict[str, float]] = {}
+    for t, sids in postings.items():  # in the order of vec's terms
+        w = vec.get(t)
+        if w is None:
+            continue
+        for sid in sids:
+            c = cents.get(sid)
+            if c is None:
+                st = stories.get(sid)
+                if st is None:
+                    continue
+                c = cents[sid] = st.centroid
+            cw = c.get(t)
+            if cw is not None:
+                dots[sid] = dots.get(sid, 0.0) + w * cw
     best: StoryState | None = None
     best_s = 0.0
     base = config.story_threshold
@@ -734,12 +739,12 @@ class _TermStats:
 
     def __init__(self, window_ms: int, slab_ms: int) -> None:
         self.window_ms, self.slab_ms = window_ms, slab_ms
-        self.df: dict[str, int] = {}
+        self.df: Counter[str] = Counter()
         self.n = 0
-        self._slabs: dict[int, tuple[list[int], dict[str, int]]] = {}
+        self._slabs: dict[int, tuple[list[int], Counter[str]]] = {}
 
     def add(self, terms: Iterable[str], time_ms: int) -> None:
-        slab = self._slabs.setdefault(time_ms // self.slab_ms, ([0], {}))
+        slab = self._slabs.setdefault(time_ms // self.slab_ms, ([0], Counter()))
         slab[0][0] += 1
         self.n += 1
         df, sdf = self.df, slab[1]
@@ -756,20 +761,18 @@ class _TermStats:
         included."""
         slab = self._slabs.get(time_ms // self.slab_ms)
         if slab is None:
-            slab = self._slabs[time_ms // self.slab_ms] = ([0], {})
+            slab = self._slabs[time_ms // self.slab_ms] = ([0], Counter())
         slab[0][0] += 1
         self.n += 1
         n1 = self.n + 1
-        df, sdf = self.df, slab[1]
+        df = self.df
+        keys = [t for t, _ in terms]
+        df.update(keys)  # Counter.update over an iterable counts in C
+        slab[1].update(keys)
         log = math.log
-        raw: list[tuple[str, float]] = []
+        raw = [(t, w * log(n1 / (df[t] + 0.5))) for t, w in terms]
         sq = 0.0
-        for t, w in terms:
-            d = df.get(t, 0) + 1
-            df[t] = d
-            sdf[t] = sdf.get(t, 0) + 1
-            x = w * log(n1 / (d + 0.5))
-            raw.append((t, x))
+        for _, x in raw:
             sq += x * x
         if sq <= 0.0:
             return {}
