@@ -233,3 +233,17 @@ def test_state_snapshot_is_compact() -> None:
     _, sa = run(TUNED, UCI_LIKE)
     per_article = len(pickle.dumps(sa.snapshot())) / sa.live_articles()
     assert per_article < 1024
+
+
+def test_pickled_assigner_resumes_identically() -> None:
+    """Recovery: a pickled and restored assigner continues with the same story ids."""
+    feats = featurize_batch(UCI_LIKE, TUNED)
+    half = len(feats) // 2
+    sa = StoryAssigner(TUNED)
+    first = [sa.assign(f) for f in feats[:half]]
+    restored = pickle.loads(pickle.dumps(sa))
+    rest_a = [sa.assign(f) for f in feats[half:]]
+    rest_b = [restored.assign(f) for f in feats[half:]]
+    assert rest_a == rest_b
+    whole, _ = run(TUNED, UCI_LIKE)
+    assert first + rest_a == whole
