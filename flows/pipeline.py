@@ -3,8 +3,8 @@
     raw (keyed by input partition)
       -> parse      parse + normalize; event-time clock; ticks      [key: input partition]
       -> dedup      exact dedup, layers 1-2 (GUID, canonical URL)   [key: 64 domain shards]
-      -> stories    tick-aligned merge; layers 3-5 + story ids;     [key: "stories"]
-                    importance score; online topic (river k-means)
+      -> stories    tick-aligned merge; layers 3-5 + story ids;     [key: K shards by a stable
+                    importance score; online topic (river k-means)   hash of the feed category]
       -> digests    event-time digest windows (morning/midday/      [key: "digests"]
                     evening/weekly/rolling), assembly
       -> (topic, key, value) for the sinks
@@ -43,7 +43,13 @@ from newsflow.codec import (
     health_record,
 )
 from newsflow.dedup import DedupShard, dedup_shard_key
-from newsflow.digest import DigestConfig, DigestSchedule, FeedHealthAccumulator, assemble_digest, digest_memory
+from newsflow.digest import (
+    DigestConfig,
+    FeedHealthAccumulator,
+    assemble_digest,
+    digest_memory,
+)
+from newsflow.hashing import shard_of
 from newsflow.model import Article, DeadLetter, DedupInfo
 from newsflow.normalize import make_deadletter, normalize_payload
 from newsflow.settings import Settings
@@ -56,7 +62,6 @@ STEP_DEDUP = "dedup"
 STEP_STORIES = "stories"
 STEP_DIGESTS = "digests"
 TICK_FEED_ID = "__tick__"
-STORIES_KEY = "stories"
 DIGESTS_KEY = "digests"
 
 #: (topic, key bytes, value bytes): what every branch of the flow produces for the sinks
@@ -65,6 +70,30 @@ Out = tuple[str, bytes, bytes]
 
 def shard_keys(settings: Settings) -> list[str]:
     return [f"dd{i:03d}" for i in range(settings.dedup_shards)]
+
+
+def story_keys(settings: Settings) -> list[str]:
+    return [f"st{i:02d}" for i in range(settings.story_shards)]
+
+
+def story_key(article: Article, settings: Settings) -> str:
+    """Stories are kept per feed category (hashed into ``story_shards`` keys): a story rarely
+    crosses categories, and measured on UCI, per-category assigners group *better* (B-cubed F1
+    0.768 vs 0.755 with one assigner), so no key holds the whole window."""
+    return f"st{shard_of(article.category or '', settings.story_shards):02d}"
+
+
+def route_to_stories(settings: Settings) -> Callable[[tuple[str, Any]], list[tuple[str, Any]]]:
+    keys = story_keys(settings)
+
+    def route(kv: tuple[str, Any]) -> list[tuple[str, Any]]:
+        item = kv[1]  # the key rides along as the last element (see _LazyStories)
+        if item[0] == "T":  # every story shard aligns on the ticks of every dedup shard
+            return [(k, (*item, k)) for k in keys]
+        k = keys[0] if item[0] == "H" else story_key(item[2][0], settings)
+        return [(k, (*item, k))]
+
+    return route
 
 
 def _freeze(state: Any, recovery: bool) -> Any:
@@ -170,8 +199,9 @@ class DedupLogic(StatefulLogic[Any, Any, Any]):
 class StoriesLogic(StatefulLogic[Any, Any, Any]):
     """Tick-aligned: near-duplicates, same-event and story ids, importance, topics."""
 
-    def __init__(self, settings: Settings, resume: Any, recovery: bool) -> None:
+    def __init__(self, settings: Settings, key: str, resume: Any, recovery: bool) -> None:
         self.s = settings
+        self.key = key
         self.recovery = recovery
         if resume is not None:
             self.aligner, self.assigner, self.topics, self.reliability, self.tiers = _thaw(resume)
@@ -187,7 +217,7 @@ class StoriesLogic(StatefulLogic[Any, Any, Any]):
             released, wm = self.aligner.add_tick(value[1], value[2])
             out = self._process(released) if released else []
             if wm is not None:
-                out.append(("T", wm))
+                out.append(("T", wm, self.key))
             return out, StatefulLogic.RETAIN
         self.aligner.add_item(value[1], value)
         return (), StatefulLogic.RETAIN
@@ -214,6 +244,7 @@ class StoriesLogic(StatefulLogic[Any, Any, Any]):
             fields = annotate(recs, None, self.topics, reliability=self.reliability)  # now = each fetch time
             for rec, f in zip(recs, fields, strict=True):
                 rec.update(f)
+                rec["topic_id"] = f"{self.key}/{rec['topic_id']}"  # topics are per story shard
                 metrics.ARTICLES.labels(rec["disposition"]).inc()
                 out.append(("R", rec))
         if len(self.tiers) > 2 * len(self.assigner.stories) + 1024:  # follow the assigner's expiry
@@ -246,6 +277,38 @@ class StoriesLogic(StatefulLogic[Any, Any, Any]):
         return _freeze((self.aligner, self.assigner, self.topics, self.reliability, self.tiers), self.recovery)
 
 
+class StoriesBuilder:
+    """Bytewax's builder only gets the resume state; the shard key is in the first item, so
+    build lazily: a thin logic that creates the real one on its first item."""
+
+    def __init__(self, settings: Settings, recovery: bool) -> None:
+        self.settings, self.recovery = settings, recovery
+
+    def __call__(self, resume: Any) -> StatefulLogic[Any, Any, Any]:
+        return _LazyStories(self.settings, resume, self.recovery)
+
+
+class _LazyStories(StatefulLogic[Any, Any, Any]):
+    def __init__(self, settings: Settings, resume: Any, recovery: bool) -> None:
+        self.settings, self.recovery = settings, recovery
+        self.inner: StoriesLogic | None = None
+        if resume is not None:
+            key, state = resume
+            self.inner = StoriesLogic(settings, key, state, recovery)
+
+    def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
+        if self.inner is None:
+            self.inner = StoriesLogic(self.settings, value[-1], None, self.recovery)
+        return self.inner.on_item(value[:-1])
+
+    def on_eof(self) -> tuple[Iterable[Any], bool]:
+        return self.inner.on_eof() if self.inner else ((), StatefulLogic.RETAIN)
+
+    def snapshot(self) -> Any:
+        assert self.inner is not None
+        return (self.inner.key, self.inner.snapshot())
+
+
 # ---------------------------------------------------------------- digests (event-time windows)
 #: record fields the digest needs (bodies are cut to the first 250 words)
 _DIGEST_FIELDS = (
@@ -272,12 +335,15 @@ class DigestsLogic(StatefulLogic[Any, Any, Any]):
         self.schedule = settings.digest_schedule()
         self.config = DigestConfig(time_basis="fetched")
         if resume is not None:
-            self.buckets, self.health, self.previous, self.wm = _thaw(resume)
+            self.buckets, self.health, self.previous, self.wm, self.source_wm = _thaw(resume)
         else:
             self.buckets: dict[int, list[dict[str, Any]]] = {}
             self.health: dict[int, list[dict[str, Any]]] = {}
             self.previous: dict[str, dict[str, Any]] = {}
             self.wm: int | None = None
+            #: latest watermark of each story shard; the digest clock is their minimum, so a
+            #: window closes only when every shard has sent all of its records
+            self.source_wm: dict[str, int] = {}
 
     def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
         kind = value[0]
@@ -289,11 +355,17 @@ class DigestsLogic(StatefulLogic[Any, Any, Any]):
             h = value[1]
             self.health.setdefault(iso_to_ms(h["at"]) // HOUR, []).append(h)
             return (), StatefulLogic.RETAIN
-        wm = value[1]
+        _, src_wm, source = value
+        if src_wm > self.source_wm.get(source, -1):
+            self.source_wm[source] = src_wm
+        if len(self.source_wm) < self.s.story_shards:
+            return (), StatefulLogic.RETAIN
+        wm = min(self.source_wm.values())
+        if self.wm is not None and wm <= self.wm:
+            return (), StatefulLogic.RETAIN
         out = [self._assemble(w, final=True) for w in self.schedule.closing(self.wm, wm)]
-        if self.wm is None or wm > self.wm:
-            self.wm = wm
-            self._expire()
+        self.wm = wm
+        self._expire()
         return [o for o in out if o is not None], StatefulLogic.RETAIN
 
     def on_eof(self) -> tuple[Iterable[Any], bool]:
@@ -332,7 +404,7 @@ class DigestsLogic(StatefulLogic[Any, Any, Any]):
                 del store[h]
 
     def snapshot(self) -> Any:
-        return _freeze((self.buckets, self.health, self.previous, self.wm), self.recovery)
+        return _freeze((self.buckets, self.health, self.previous, self.wm, self.source_wm), self.recovery)
 
 
 # ---------------------------------------------------------------- wiring
@@ -345,8 +417,8 @@ def newsflow_steps(
     direct = op.filter_map("parse_outputs", parsed, lambda kv: kv[1][1] if kv[1][0] == "O" else None)
     to_shards = op.filter_map("to_shards", parsed, lambda kv: (kv[1][1], kv[1][2]) if kv[1][0] == "S" else None)
     deduped = op.stateful(STEP_DEDUP, to_shards, lambda resume: DedupLogic(settings, resume, recovery))
-    to_stories = op.map("to_stories", deduped, lambda kv: (STORIES_KEY, kv[1]))
-    storied = op.stateful(STEP_STORIES, to_stories, lambda resume: StoriesLogic(settings, resume, recovery))
+    to_stories = op.flat_map("to_stories", deduped, route_to_stories(settings))
+    storied = op.stateful(STEP_STORIES, to_stories, StoriesBuilder(settings, recovery))
     articles = op.filter_map(
         "article_outputs", storied,
         lambda kv: (t.articles, kv[1][1]["key"].encode(), dumps(kv[1][1])) if kv[1][0] == "R" else None,

@@ -83,8 +83,8 @@ def story_url(feed: Feed, sid: str) -> str:
 
 
 def _item_rss(title: str | None, link: str, guid: str, pub_ms: int, body: str | None, cat: str, permalink: bool) -> str:
-    from email.utils import format_datetime
     from datetime import UTC, datetime
+    from email.utils import format_datetime
 
     pub = format_datetime(datetime.fromtimestamp(pub_ms / 1000, tz=UTC))
     parts = ["<item>"]

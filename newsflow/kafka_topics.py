@@ -18,7 +18,7 @@ def ensure_topics(brokers: list[str], settings: Settings, partitions: int = 1) -
            for n in (t.raw, t.articles, t.digests, t.feed_health, t.deadletter) if n not in existing]
     if not new:
         return
-    for name, fut in admin.create_topics(new).items():
+    for fut in admin.create_topics(new).values():
         try:
             fut.result(30)
         except Exception as e:  # TOPIC_ALREADY_EXISTS from a concurrent creator is fine

@@ -105,7 +105,7 @@ class DedupInfo:
     """What the dedup stage decided about one article."""
 
     disposition: str  # unique | exact_duplicate | revision | near_duplicate | same_event
-    layer: str | None  # guid | url | title | content | entity (None for unique)
+    layer: str | None  # guid | url | title | content | entity | story (None for unique)
     duplicate_of: str | None  # article_id of the stored original
     changed: tuple[str, ...] = ()  # for revisions: which fields changed
     preferred: bool = False  # this copy carries more content and is now the stored version

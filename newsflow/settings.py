@@ -42,6 +42,8 @@ class Settings:
     dedup_shards: int = 64
     #: emit a record when a feed re-serves an unchanged item on a later poll (normally just counted)
     emit_repolls: bool = False
+    #: story state keys: stories are assigned per feed category, hashed into this many keys
+    story_shards: int = 8
     # --- clock ---
     #: event-time ticks are sent to every shard when the watermark crosses this granularity
     tick_ms: int = 60_000

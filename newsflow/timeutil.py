@@ -26,13 +26,13 @@ def iso_to_ms(value: str) -> int:
     dt = datetime.fromisoformat(v)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return int(round((dt - _EPOCH).total_seconds() * 1000))
+    return round((dt - _EPOCH).total_seconds() * 1000)
 
 
 def dt_to_ms(dt: datetime) -> int:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return int(round((dt - _EPOCH).total_seconds() * 1000))
+    return round((dt - _EPOCH).total_seconds() * 1000)
 
 
 HOUR_MS = 3_600_000

@@ -1,6 +1,7 @@
 """Render UCI News Aggregator rows into raw feed payloads so real data replays through the flow.
 
-One RSS 2.0 document per publisher per day; item ``<guid isPermaLink="false">`` = the UCI row id;
+One RSS 2.0 document per publisher section (UCI category b/t/e/m) per day, like a publisher's
+section feeds; item ``<guid isPermaLink="false">`` = the UCI row id;
 items keep the file's order; ``fetched_at`` = the row's day + 23:59:59 (UCI times are floored to
 the day, so the poll happens at the end of it); payloads are emitted in day order, publishers in
 order of first appearance that day. The data stays in ../shared: nothing is copied into the repo.
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterator
-from email.utils import format_datetime
 from datetime import UTC, datetime
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -56,18 +57,18 @@ def render_feed(publisher: str, host: str, rows: list[dict[str, Any]], day_ms: i
 
 
 def uci_payloads(path: str | Path, limit: int | None = None) -> Iterator[RawPayload]:
-    """Group rows by (day, publisher) in file order and yield one payload per group, per day."""
+    """Group rows by (day, publisher, category) in file order; one payload per group."""
     day: int | None = None
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
     def flush(d: int) -> Iterator[RawPayload]:
-        for i, (publisher, rows) in enumerate(groups.items()):
+        for i, ((publisher, category), rows) in enumerate(groups.items()):
             host = rows[0].get("hostname") or "unknown"
             yield RawPayload(
-                feed_id="uci-" + stable_id(publisher), url=f"http://{host}/rss",
+                feed_id="uci-" + stable_id(publisher, category), url=f"http://{host}/rss/{category}",
                 fetched_at_ms=d + UCI_FETCH_OFFSET_MS + i, status=200,
                 body=render_feed(publisher, host, rows, d), content_type="application/rss+xml",
-                publisher=publisher, category=rows[0].get("category"), language="en",
+                publisher=publisher, category=category, language="en",
             )
 
     for row in read_uci(path, limit):
@@ -77,6 +78,7 @@ def uci_payloads(path: str | Path, limit: int | None = None) -> Iterator[RawPayl
             yield from flush(day)
             groups = {}
         day = d
-        groups.setdefault(row.get("source") or row.get("hostname") or "unknown", []).append(row)
+        publisher = row.get("source") or row.get("hostname") or "unknown"
+        groups.setdefault((publisher, row.get("category") or ""), []).append(row)
     if day is not None:
         yield from flush(day)

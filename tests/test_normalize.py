@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from newsflow.model import Article, RawPayload
 from newsflow.normalize import normalize_payload
-from newsflow.text import clean_title, html_to_text, is_partial_content, reading_time_minutes, sanitize_html
+from newsflow.text import (
+    clean_title,
+    html_to_text,
+    is_partial_content,
+    reading_time_minutes,
+    sanitize_html,
+)
 from newsflow.timeutil import iso_to_ms
 
 FETCH = iso_to_ms("2026-03-02T12:00:00Z")
