@@ -853,6 +853,32 @@ def select_records(
     return sel, len(arts), len(dup_keys)
 
 
+def story_copies(
+    records: Iterable[Mapping[str, Any]],
+    window: DigestWindow,
+    config: DigestConfig = DEFAULT_DIGEST_CONFIG,
+) -> dict[str, list[tuple[str, Any]]]:
+    """story id -> (publisher, tier) of the window's duplicate copies (exact and near), so a
+    digest item can credit every outlet that carried the story, not only the scored ones."""
+    seen: set[str] = set()
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for r in records:
+        if r.get("disposition") not in DUPLICATE_DISPOSITIONS or not r.get("story_id"):
+            continue
+        key = str(r.get("key") or r.get("article_id") or "")
+        if key in seen:
+            continue
+        try:
+            if not window.contains(article_time_ms(r, config.time_basis)):
+                continue
+        except (KeyError, TypeError, ValueError):
+            continue
+        seen.add(key)
+        pub = str(r.get("publisher") or r.get("feed_id") or "")
+        out.setdefault(str(r["story_id"]), []).append((pub, r.get("tier")))
+    return out
+
+
 def assemble_digest(
     records: Iterable[Mapping[str, Any]],
     window: DigestWindow,
@@ -880,7 +906,9 @@ def assemble_digest(
     )
     limits = config.limits or dtype.limits
     wr = config.summary_words or dtype.summary_words
+    records = records if isinstance(records, list) else list(records)
     sel, article_count, dups = select_records(records, window, config)
+    copies = story_copies(records, window, config)
 
     clusters: list[_Cluster] = []
     X = None
@@ -956,7 +984,7 @@ def assemble_digest(
             fixed, missing = _ensure_attribution(c, sel)
             attribution_fixes += fixed
             missing_attr += missing
-            item = _item(c, sel, trends.get(c.key), wr, config)
+            item = _item(c, sel, trends.get(c.key), wr, config, copies)
             label = item["label"]
             n = used_labels.get(label.lower(), 0)
             used_labels[label.lower()] = n + 1
@@ -1164,6 +1192,7 @@ def _item(
     trend: str | None,
     wr: tuple[int, int],
     config: DigestConfig,
+    copies: Mapping[str, Sequence[tuple[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     lead = sel[c.lead]
     label, ent, terms = _label(c, sel)
@@ -1176,6 +1205,13 @@ def _item(
         p = str(sel[i].get("publisher") or sel[i].get("feed_id") or "")
         if p:
             pubs[p] = min(pubs.get(p, 9), _tier_rank(sel[i].get("tier")))
+    # the story's duplicate copies (syndication, near-duplicates) are related coverage too
+    # (copies from the lead's own publisher add no coverage: left out)
+    lead_pub = str(lead.get("publisher") or lead.get("feed_id") or "")
+    extra = [pt for sid in c.stories for pt in (copies or {}).get(sid, ()) if pt[0] != lead_pub]
+    for p, tier in extra:
+        if p:
+            pubs[p] = min(pubs.get(p, 9), _tier_rank(tier))
     related_sources = [p for p, _ in sorted(pubs.items(), key=lambda kv: (kv[1], kv[0]))]
     summary = extractive_summary(lead, c.terms, wr)
     return {
@@ -1187,7 +1223,7 @@ def _item(
         "lead": _lead(lead),
         "summary": summary,
         "summary_words": len(summary.replace(" …", "").split()),
-        "related_count": len(others),
+        "related_count": len(others) + len(extra),
         "related_sources": related_sources,
         "related": [
             {

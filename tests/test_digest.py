@@ -157,7 +157,7 @@ def test_sections_thresholds_and_header():
     top, note, also = (items(d, n) for n in (TOP_STORIES, NOTEWORTHY, ALSO_MENTIONED))
     assert len(top) == 1 and len(note) == 1 and len(also) == 1
     assert top[0]["score"] == 80 and note[0]["score"] == 55 and also[0]["score"] == 20
-    assert top[0]["related_count"] == 3
+    assert top[0]["related_count"] == 3  # its 2 duplicate copies are from the lead's own publisher
     assert top[0]["related_sources"] == ["BBC", "TechCrunch", "Blog"]  # by tier, then name
     assert note[0]["related_count"] == 2
     lead = top[0]["lead"]
@@ -529,3 +529,14 @@ def test_ward_micro_clusters_above_ward_max_points():
     assert d["cluster_count"] == 4
     assert sorted(it["size"] for it in items(d, TOP_STORIES)) == [30, 30, 30, 30]
     assert orjson.dumps(d) == orjson.dumps(assemble_digest(recs[::-1], WIN, config=cfg))
+
+
+def test_duplicate_copies_from_other_publishers_count_as_related_coverage():
+    recs = standard_records()
+    # the top story syndicated by two other outlets (exact and near duplicates)
+    recs.append(rec("apple", 97, 0, pub=1, disposition="exact_duplicate"))
+    recs.append(rec("apple", 96, 0, pub=2, disposition="near_duplicate"))
+    top = items(assemble_digest(recs, WIN), TOP_STORIES)
+    base = items(assemble_digest(standard_records(), WIN), TOP_STORIES)
+    assert top[0]["related_count"] == base[0]["related_count"] + 2
+    assert set(top[0]["related_sources"]) >= {PUBS[1][0], PUBS[2][0]}
