@@ -123,7 +123,7 @@ def deadletter_to_dict(d: DeadLetter) -> dict[str, Any]:
 
 def article_record(a: Article, info: DedupInfo, seq: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``articles`` v1 record of an article and the dedup decision about it."""
-    if info.disposition == "revision":
+    if info.revision_no:  # a revision, or a later version of a syndicated copy
         key = f"{a.article_id}#r{info.revision_no}"
     elif info.disposition == "exact_duplicate" and info.duplicate_of == a.article_id:
         key = f"{a.article_id}#p{a.fetched_ms}"  # a re-poll (only when emit_repolls is on)

@@ -6,8 +6,10 @@ keeps one :class:`DedupShard` per key. Nothing here reads the wall clock: ``adva
 is driven by event-time ticks, and all state expires ``window_ms`` after it was last seen.
 
 Layer 1 (GUID): same GUID + same content hash -> ``exact_duplicate`` (or, from the feed that
-already served it, a re-poll: counted, not emitted); same GUID + changed content -> ``revision``
-(the record lists the changed fields). Layer 2 (canonical URL): same URL, other GUID ->
+already served it, a re-poll: counted, not emitted); same GUID + changed content from the same
+publisher -> ``revision`` (the record lists the changed fields); from another publisher (a
+syndicated copy with edits) -> ``exact_duplicate`` listing what differs, so a syndicator can't
+overwrite the original. Layer 2 (canonical URL): same URL, other GUID ->
 ``exact_duplicate``; the copy with more content becomes the stored (``preferred``) version.
 Every decision links the copy into ``seen_in`` (feeds/publishers it was seen in), never hides it.
 """
@@ -64,6 +66,7 @@ class Cluster:
 @dataclass(slots=True)
 class GuidEntry:
     article_id: str
+    publisher: str
     content_hash: str
     known_hashes: tuple[str, ...]
     title: str
@@ -77,6 +80,8 @@ class GuidEntry:
     cluster: Cluster
     revision_no: int
     last_ms: int
+    #: other publishers' copies of this GUID: publisher -> (their last content hash, version no)
+    copies: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def changed_fields(old: GuidEntry, a: Article) -> tuple[str, ...]:
@@ -116,7 +121,7 @@ class DedupShard:
 
     def _entry(self, a: Article, cluster: Cluster) -> GuidEntry:
         return GuidEntry(
-            article_id=a.article_id, content_hash=a.content_hash, known_hashes=(a.content_hash,),
+            article_id=a.article_id, publisher=a.publisher, content_hash=a.content_hash, known_hashes=(a.content_hash,),
             title=a.title, body_hash=stable_id(a.body_text), url=a.canonical_url,
             published_at=a.published_at, author=a.author, categories=a.categories,
             media=tuple(m.url for m in a.media), feeds={a.feed_id}, cluster=cluster,
@@ -140,11 +145,29 @@ class DedupShard:
                     return DedupInfo("exact_duplicate", "guid", c.root_id, seen_in=tuple(c.sightings),
                                      revision_no=g.revision_no)
                 g.feeds.add(a.feed_id)
+                if a.publisher != g.publisher:
+                    g.copies.setdefault(a.publisher, (a.content_hash, 0))
                 c.sightings.append(self._sighting(a))
                 self.counters["exact_duplicate_guid"] += 1
                 return DedupInfo("exact_duplicate", "guid", c.root_id, seen_in=tuple(c.sightings))
-            # same GUID, new content: a revision; the stored version becomes this one
             changed = changed_fields(g, a)
+            if a.publisher != g.publisher:
+                # another publisher's copy of the GUID with edits (syndication): a duplicate
+                # that says what differs; only the GUID's own publisher can revise the original.
+                # The copy's own later edits are versions of the copy (key ...#rN).
+                prev = g.copies.get(a.publisher)
+                if prev is not None and prev[0] == a.content_hash:
+                    self.counters["repoll_unchanged"] += 1
+                    return None
+                n = 0 if prev is None else prev[1] + 1
+                g.copies[a.publisher] = (a.content_hash, n)
+                g.feeds.add(a.feed_id)
+                if prev is None:
+                    c.sightings.append(self._sighting(a))
+                self.counters["exact_duplicate_guid_edited"] += 1
+                return DedupInfo("exact_duplicate", "guid", c.root_id, changed=changed,
+                                 seen_in=tuple(c.sightings), revision_no=n)
+            # same GUID, new content from its publisher: a revision; the stored version is this
             g.revision_no += 1
             g.content_hash = a.content_hash
             g.known_hashes = (a.content_hash, *g.known_hashes)[:KNOWN_HASHES]

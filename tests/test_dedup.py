@@ -94,3 +94,16 @@ def test_shard_key_is_stable_and_groups_guid_and_url_matches() -> None:
     keys = {dedup_shard_key(x, 64) for x in (a, b, c)}
     assert len(keys) == 1
     assert dedup_shard_key(replace(a), 64) == dedup_shard_key(a, 64)
+
+
+def test_edited_syndicated_copy_is_a_duplicate_not_a_revision() -> None:
+    s = DedupShard(72 * HOUR_MS)
+    orig = art("wire", "g1", "https://wire.com/1", title="Quake 7.1", body="magnitude 7.1", publisher="Wire")
+    s.process(orig)
+    info = s.process(art("portal", "g1", "https://portal.com/1", title="Quake 7.1", body="magnitude 7.1 (Portal)",
+                         publisher="Portal"))
+    assert info.disposition == "exact_duplicate" and info.layer == "guid" and "body" in info.changed
+    assert info.duplicate_of == orig.article_id
+    # the original publisher's own update is still a revision
+    assert s.process(art("wire", "g1", "https://wire.com/1", title="Quake 7.3", body="magnitude 7.3",
+                         publisher="Wire")).disposition == "revision"
