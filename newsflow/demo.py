@@ -190,8 +190,9 @@ def demo_payloads() -> list[RawPayload]:
                 else:
                     link = story_url(feed, sid)
                     guid = link
-                    t = title if feed.feed_id == WIRE_HOME.get(sid) else f"{title.split(',')[0]} ({feed.publisher})"
-                    body_paras = paras if feed.feed_id == WIRE_HOME.get(sid) else [f"{feed.publisher} reports: {p}" for p in paras]
+                    own = feed.feed_id != WIRE_HOME.get(sid)  # the outlet's own write-up
+                    t = title.split(",")[0] if own else title
+                    body_paras = [*paras[1:], paras[0]] if own and len(paras) > 2 else paras
                 # a revised article: the wire corrects the quake magnitude from hour 8 on
                 if sid == "quake" and hour >= 8 and (feed.feed_id == "wire-world" or syndicated):
                     t = t.replace("Strong earthquake", "Magnitude 7.3 earthquake")
