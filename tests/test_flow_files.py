@@ -131,3 +131,16 @@ def test_body_stored_aside_by_the_poller_is_read_back(tmp_path: Path) -> None:
     out = run(archive, tmp_path / "out")
     assert len(out["articles"]) >= 1
     assert [orjson.loads(x)["reason"] for x in out["deadletter"]].count("body_ref_unreadable") == 1
+
+
+def test_two_worker_processes_give_the_same_records(demo_archive: Path, outputs: dict[str, list[bytes]],
+                                                    tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NEWSFLOW_INPUT": str(demo_archive), "NEWSFLOW_OUT": str(tmp_path / "p2")}
+    subprocess.run([sys.executable, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "2"],
+                   env=env, check=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+    for t in TOPICS:
+        assert sorted((tmp_path / "p2" / f"{t}.jsonl").read_bytes().splitlines()) == sorted(outputs[t]), t
