@@ -683,6 +683,10 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
         else:
             close()
         initial = False
+        if tok[-1] in ".!?" and not re.fullmatch(r"(?:[A-Za-z]\.)+", tok):
+            # "... data. Aftershocks of ..." -- the period came attached to the word
+            close()
+            initial = True
     close()
     return out
 
