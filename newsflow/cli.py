@@ -134,6 +134,7 @@ def cmd_normalize(args: argparse.Namespace) -> int:
     from newsflow.codec import article_record, deadletter_to_dict
     from newsflow.model import DedupInfo, RawPayload, Sighting
     from newsflow.normalize import normalize_payload
+    from newsflow.stories import story_id_for
     from newsflow.timeutil import iso_to_ms
 
     fetched = iso_to_ms(args.fetched_at) if args.fetched_at else 0
@@ -146,7 +147,10 @@ def cmd_normalize(args: argparse.Namespace) -> int:
         for a in res.articles:
             info = DedupInfo("unique", None, None, seen_in=(Sighting(a.feed_id, a.publisher, a.url or a.guid,
                                                                      a.fetched_at, a.article_id),))
-            rec = article_record(a, info, f"file:{i:04d}:{a.item_index:05d}")
+            # one file alone: no dedup/story/topic state, so each article is its own story
+            rec = article_record(a, info, f"file:{i:04d}:{a.item_index:05d}", {
+                "story_id": story_id_for(a.article_id), "story_size": 1, "story_publishers": 1,
+                "topic_id": "unassigned"})
             out.write(orjson.dumps(rec) + b"\n")
         for dl in res.deadletters:
             out.write(orjson.dumps(deadletter_to_dict(dl)) + b"\n")
