@@ -20,12 +20,13 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from newsflow.kafka_local import KafkaBroker, create_topics, metadata_ok
 
-__all__ = ["kafka_bootstrap", "kafka_topic", "kafka_topic_factory", "unique_topic_name"]
+__all__ = ["consume_all", "kafka_bootstrap", "kafka_topic", "kafka_topic_factory", "unique_topic_name"]
 
 _lock = threading.Lock()
 _broker: KafkaBroker | None = None
@@ -103,3 +104,28 @@ def kafka_topic_factory(
 def kafka_topic(kafka_topic_factory: Callable[..., str]) -> str:
     """One fresh single-partition topic."""
     return kafka_topic_factory()
+
+
+def consume_all(bootstrap: str, topic: str) -> list[Any]:
+    """Every message of every partition of ``topic`` (reads to the end, then stops)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    md = c.list_topics(topic, timeout=30)
+    parts = sorted(md.topics[topic].partitions)
+    c.assign([TopicPartition(topic, p, 0) for p in parts])
+    out: list[Any] = []
+    eof: set[int] = set()
+    while len(eof) < len(parts):
+        msg = c.poll(10)
+        assert msg is not None, f"timed out reading {topic}"
+        if msg.error():
+            if msg.error().code() == msg.error()._PARTITION_EOF:
+                eof.add(msg.partition())
+                continue
+            raise AssertionError(msg.error())
+        out.append(msg)
+    c.close()
+    return out

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from connectors.files import write_archive
 from newsflow.cli import main as cli_main
@@ -22,28 +21,9 @@ from newsflow.demo import demo_payloads
 from newsflow.kafka_topics import ensure_topics, produce_values
 from newsflow.schemas import validate
 from newsflow.settings import Settings, Topics
+from tests.kafka_fixture import consume_all
 
 pytestmark = pytest.mark.kafka
-
-
-def consume_all(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    md = c.list_topics(topic, timeout=30)
-    parts = list(md.topics[topic].partitions)
-    c.assign([TopicPartition(topic, p, 0) for p in parts])
-    out, eof = [], set()
-    while len(eof) < len(parts):
-        msg = c.poll(10)
-        assert msg is not None, f"timed out reading {topic}"
-        if msg.error():
-            if msg.error().code() == msg.error()._PARTITION_EOF:
-                eof.add(msg.partition())
-                continue
-            raise AssertionError(msg.error())
-        out.append((msg.key(), msg.value()))
-    c.close()
-    return out
 
 
 def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path) -> None:
@@ -62,7 +42,8 @@ def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path
         f'{name} = "{getattr(topics, name)}"\n' for name in ("raw", "articles", "digests", "feed_health", "deadletter")))
     assert cli_main(["run", "--brokers", kafka_bootstrap, "--config", str(cfg), "--until-eof"]) == 0
 
-    got = {name: consume_all(kafka_bootstrap, getattr(topics, attr)) for name, attr in
+    got = {name: [(m.key(), m.value()) for m in consume_all(kafka_bootstrap, getattr(topics, attr))]
+           for name, attr in
            (("articles", "articles"), ("digests", "digests"), ("feed-health", "feed_health"), ("deadletter", "deadletter"))}
     for name, msgs in got.items():
         assert msgs, name

@@ -10,11 +10,9 @@ import uuid
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from connectors.http_fetch import FetchConfig
 from connectors.poller import PollerConfig
@@ -25,31 +23,9 @@ from newsflow.registry import FeedSpec, dump_registry
 from newsflow.schemas import validate
 from newsflow.settings import Settings, Topics
 from tests.http_fixture_server import FIXTURES, FixtureServer
+from tests.kafka_fixture import consume_all
 
 pytestmark = [pytest.mark.kafka, pytest.mark.http]
-
-
-def consume_all(bootstrap: str, topic: str) -> list[Any]:
-    """Every message of every partition of ``topic`` (reads to the end, then stops)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
-    md = c.list_topics(topic, timeout=30)
-    parts = sorted(md.topics[topic].partitions)
-    c.assign([TopicPartition(topic, p, 0) for p in parts])
-    out: list[Any] = []
-    eof: set[int] = set()
-    while len(eof) < len(parts):
-        msg = c.poll(10)
-        assert msg is not None, f"timed out reading {topic}"
-        if msg.error():
-            if msg.error().code() == msg.error()._PARTITION_EOF:
-                eof.add(msg.partition())
-                continue
-            raise AssertionError(msg.error())
-        out.append(msg)
-    c.close()
-    return out
 
 
 def test_poll_once_into_kafka_then_again_via_cli(kafka_bootstrap: str, tmp_path: Path) -> None:
