@@ -26,9 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_score_topics import make_records
 
-from newsflow.digest import DigestConfig, DigestWindow, assemble_digest, digest_memory
-from newsflow.schemas import validate
-from newsflow.score import score_record
+from newsflow.digest.assemble import assemble_digest, digest_memory
+from newsflow.digest.config import DigestConfig
+from newsflow.digest.schedule import DigestWindow
+from newsflow.scoring.importance import score_record
+from newsflow.wire.contracts import validate
 
 
 def main() -> None:

@@ -38,12 +38,12 @@ def run_child(code: str) -> tuple[float, int]:
 
 
 def stage_costs(archive: Path) -> dict[str, float]:
-    from connectors.files import iter_archive
-    from newsflow.codec import article_record, decode_raw, dumps
-    from newsflow.dedup import DedupShard, dedup_shard_key
-    from newsflow.normalize import normalize_payload
-    from newsflow.settings import Settings
-    from newsflow.timeutil import iso_to_ms
+    from newsflow.config import Settings
+    from newsflow.connectors.files import iter_archive
+    from newsflow.core.timeutil import iso_to_ms
+    from newsflow.dedup.exact import DedupShard, dedup_shard_key
+    from newsflow.feeds.normalize import normalize_payload
+    from newsflow.wire.codec import article_record, decode_raw, dumps
 
     s = Settings()
     lines = list(iter_archive(archive))
@@ -59,8 +59,8 @@ def stage_costs(archive: Path) -> dict[str, float]:
         sh = shards.get(k) or shards.setdefault(k, DedupShard(s.dedup_window_ms))
         decided.append((a, sh.process(a)))
     t3 = time.perf_counter()
-    from newsflow.stories import StoryAssigner, featurize_batch
-    from newsflow.topics import OnlineTopics, annotate
+    from newsflow.clustering.topics import OnlineTopics, annotate
+    from newsflow.dedup.stories import StoryAssigner, featurize_batch
 
     kept = [(a, info) for a, info in decided if info is not None]
     assigner, topics = StoryAssigner(), OnlineTopics()
@@ -102,7 +102,7 @@ def main() -> None:
     ap.add_argument("--brokers")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="newsflow-bench-"))
-    from newsflow.cli import main as cli
+    from newsflow.cli.main import main as cli
 
     t0 = time.perf_counter()
     cli(["import-uci", args.uci, "--out", str(work / "in"), "--limit", str(args.rows)])
@@ -112,7 +112,7 @@ def main() -> None:
     res["stages"] = stage_costs(archive)
 
     dt, rss = run_child(
-        f"from newsflow.cli import run_file_flow; run_file_flow({str(archive)!r}, {str(work / 'out')!r})"
+        f"from newsflow.cli.main import run_file_flow; run_file_flow({str(archive)!r}, {str(work / 'out')!r})"
     )
     n = sum(1 for _ in (work / "out" / "articles.jsonl").open("rb"))
     res["file_mode"] = {
@@ -126,7 +126,8 @@ def main() -> None:
         broker = None
         brokers = args.brokers
         if not brokers:
-            from newsflow.kafka_local import KafkaBroker
+            sys.path.insert(0, str(ROOT / "scripts" / "kafka"))
+            from kafka_local import KafkaBroker
 
             broker = KafkaBroker()
             broker.start()
@@ -152,7 +153,7 @@ def main() -> None:
             cli(["produce", str(archive), "--brokers", brokers, "--config", str(cfg)])
             produce_s = time.perf_counter() - t0
             dt, rss = run_child(
-                f"from newsflow.cli import main; main(['run', '--brokers', {brokers!r}, '--config', {str(cfg)!r}, '--until-eof'])"
+                f"from newsflow.cli.main import main; main(['run', '--brokers', {brokers!r}, '--config', {str(cfg)!r}, '--until-eof'])"
             )
             res["kafka_mode"] = {
                 "produce_seconds": round(produce_s, 2),

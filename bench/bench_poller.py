@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))
 
 from bytewax.outputs import DynamicSink, StatelessSinkPartition  # noqa: E402
 
-from connectors.http_fetch import FetchConfig  # noqa: E402
-from connectors.poller import KafkaRecord, PollEngine, PollerConfig  # noqa: E402
-from flows.poller_flow import run_poller_flow  # noqa: E402
-from newsflow.registry import FeedSpec  # noqa: E402
+from newsflow.connectors.http_fetch import FetchConfig
+from newsflow.connectors.poller import KafkaRecord, PollEngine, PollerConfig
+from newsflow.flows.poller import run_poller_flow
+from newsflow.polling.registry import FeedSpec
 
 
 class _Null(StatelessSinkPartition[KafkaRecord]):
@@ -110,7 +110,7 @@ def main() -> None:
         if args.kafka:
             from confluent_kafka import Producer
 
-            from connectors.poller import PRODUCER_DEFAULTS
+            from newsflow.connectors.poller import PRODUCER_DEFAULTS
 
             producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": args.kafka})
 

@@ -27,15 +27,17 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from newsflow.score import (
-    InterestProfile,
-    ScoreConfig,
-    SeverityProfile,
-    TextFeatures,
-    importance,
+from newsflow.clustering.topics import (
+    OnlineTopics,
+    TopicConfig,
+    annotate,
+    hashed_vector,
+    vector_to_dict,
 )
-from newsflow.timeutil import iso_to_ms, ms_to_iso
-from newsflow.topics import OnlineTopics, TopicConfig, annotate, hashed_vector, vector_to_dict
+from newsflow.core.timeutil import iso_to_ms, ms_to_iso
+from newsflow.scoring.importance import InterestProfile, ScoreConfig, importance
+from newsflow.scoring.severity import SeverityProfile
+from newsflow.text.tokenize import TextFeatures
 
 UCI = (
     Path(__file__).resolve().parent.parent.parent

@@ -23,7 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from newsflow.stories import PRESETS, StoryAssigner, StoryFeatures, StoryInput, featurize_batch  # noqa: E402
+from newsflow.dedup.stories import (
+    PRESETS,
+    StoryAssigner,
+    StoryFeatures,
+    StoryInput,
+    featurize_batch,
+)
 
 DATA = ROOT.parent / "shared/data/uci-news/uci_news_2014-03_05.daily_shuffled.jsonl.gz"
 T0 = 1_396_310_400_000  # 2014-04-01T00:00Z

@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from newsflow.stories import PRESETS, StoryAssigner, StoryInput, featurize_batch  # noqa: E402
-from newsflow.timeutil import iso_to_ms  # noqa: E402
+from newsflow.core.timeutil import iso_to_ms
+from newsflow.dedup.stories import PRESETS, StoryAssigner, StoryInput, featurize_batch
 
 SHARED = ROOT.parent / "shared"
 DATA = SHARED / "data/uci-news/uci_news_2014-03_05.daily_shuffled.jsonl.gz"

@@ -33,8 +33,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int)
     ap.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="newsflow-uci-flow-")))
     args = ap.parse_args()
-    from newsflow.cli import main as cli
-    from newsflow.cli import run_file_flow
+    from newsflow.cli.main import main as cli
+    from newsflow.cli.main import run_file_flow
 
     out: Path = args.out
     lim = ["--limit", str(args.rows)] if args.rows else []

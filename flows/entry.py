@@ -1,27 +1,12 @@
-"""Import targets for ``python -m bytewax.run`` / ``python -m bytewax.testing`` (several
-processes): the flow is built from environment variables.
+"""Import targets for ``python -m bytewax.run`` / ``bytewax.testing`` from a checkout.
 
-    NEWSFLOW_INPUT=archive/ NEWSFLOW_OUT=out/ python -m bytewax.testing flows.entry:file_flow -p 2
-    NEWSFLOW_BROKERS=host:9092 python -m bytewax.run flows.entry:kafka_flow -w 1
+The dataflows live in :mod:`newsflow.flows`; this file only keeps the short target names
+working from the repository root (it is not installed)::
+
+    python -m bytewax.run flows.entry:file_flow
+    python -m bytewax.testing "flows.entry:file_flow()" -p 2
 """
 
-from __future__ import annotations
+from newsflow.flows.entry import file_flow, kafka_flow
 
-import os
-
-from flows import pipeline
-from newsflow.settings import load_settings
-
-
-def _settings():  # type: ignore[no-untyped-def]
-    return load_settings(os.environ.get("NEWSFLOW_CONFIG") or None)
-
-
-def file_flow():  # type: ignore[no-untyped-def]
-    return pipeline.file_flow(os.environ["NEWSFLOW_INPUT"], os.environ["NEWSFLOW_OUT"], _settings())
-
-
-def kafka_flow():  # type: ignore[no-untyped-def]
-    brokers = os.environ["NEWSFLOW_BROKERS"].split(",")
-    tail = os.environ.get("NEWSFLOW_UNTIL_EOF", "") not in ("1", "true")
-    return pipeline.kafka_flow(brokers, _settings(), tail=tail)
+__all__ = ["file_flow", "kafka_flow"]

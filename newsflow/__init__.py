@@ -1,7 +1,8 @@
 """newsflow: RSS/Atom feeds -> Kafka -> one Bytewax dataflow -> Kafka.
 
-Pure, typed domain steps live in this package (normalize, dedup, score, cluster, digest);
-``flows/`` only wires them into Bytewax dataflows and ``connectors/`` only does I/O.
+Pure, typed domain steps live in the step packages (``polling``, ``feeds``, ``dedup``, ``scoring``,
+``clustering``, ``digest``); ``newsflow.flows`` only wires them into Bytewax dataflows,
+``newsflow.connectors`` only does I/O. The README's layout section maps every seed rule.
 """
 
 from __future__ import annotations

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+# the local Kafka launcher is a dev tool beside its pom.xml, not part of the installed package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "kafka"))
 
 pytest_plugins = ["tests.kafka_fixture"]
 

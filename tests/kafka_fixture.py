@@ -1,7 +1,7 @@
 """Pytest fixtures for a real Kafka broker (loaded by tests/conftest.py via ``pytest_plugins``).
 
 * ``kafka_bootstrap`` (session): ``"host:port"`` of ``$KAFKA_BOOTSTRAP`` if set (checked to
-  answer), else of a broker started once for the session by ``newsflow.kafka_local`` and stopped
+  answer), else of a broker started once for the session by ``scripts/kafka/kafka_local.py`` and stopped
   at the end. It never skips: a broker that can't start is an error of every test that needs it.
 * ``kafka_topic_factory`` (function): ``make(prefix="t", partitions=1, create=True) -> name``,
   a topic name unique to the test (and created, with leaders, unless ``create=False``).
@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
-from newsflow.kafka_local import KafkaBroker, create_topics, metadata_ok
+from kafka_local import KafkaBroker, create_topics, metadata_ok
 
 __all__ = ["consume_all", "kafka_bootstrap", "kafka_topic", "kafka_topic_factory", "unique_topic_name"]
 

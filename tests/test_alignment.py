@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import random
 
-from newsflow.alignment import Aligner
+from newsflow.core.alignment import Aligner
 
 
 def stream(shards: int, seed: int) -> list[tuple[int, tuple]]:

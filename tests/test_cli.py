@@ -8,11 +8,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from connectors.files import iter_archive
-from newsflow.cli import main
-from newsflow.codec import decode_raw
-from newsflow.normalize import normalize_payload
-from newsflow.schemas import validate
+from newsflow.cli.main import main
+from newsflow.connectors.files import iter_archive
+from newsflow.feeds.normalize import normalize_payload
+from newsflow.wire.codec import decode_raw
+from newsflow.wire.contracts import validate
 
 FEED = (b'<?xml version="1.0"?><rss version="2.0"><channel><title>T</title>'
         b"<item><title>One</title><link>/a/1?utm_source=x</link></item>"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from newsflow.cli import main
+from newsflow.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from newsflow.codec import deadletter_to_dict
-from newsflow.model import RawPayload
-from newsflow.normalize import normalize_payload
-from newsflow.schemas import validate
+from newsflow.feeds.normalize import normalize_payload
+from newsflow.model.records import RawPayload
+from newsflow.wire.codec import deadletter_to_dict
+from newsflow.wire.contracts import validate
 
 pytestmark = pytest.mark.corpus
 

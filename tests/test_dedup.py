@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from newsflow.dedup import DedupShard, dedup_shard_key
-from newsflow.hashing import stable_id
-from newsflow.model import Article
-from newsflow.normalize import content_hash
-from newsflow.timeutil import HOUR_MS, ms_to_iso
+from newsflow.core.hashing import stable_id
+from newsflow.core.timeutil import HOUR_MS, ms_to_iso
+from newsflow.dedup.exact import DedupShard, dedup_shard_key
+from newsflow.feeds.normalize import content_hash
+from newsflow.model.records import Article
 
 T0 = 1_700_000_000_000
 

@@ -11,31 +11,27 @@ import pytest
 import scipy.sparse as sp
 from sklearn.cluster import DBSCAN
 
-from newsflow.digest import (
+from newsflow.clustering.window import blocked_radius_graph, radius_graph, tfidf_matrix
+from newsflow.core.hashing import stable_id
+from newsflow.core.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
+from newsflow.digest.assemble import assemble_digest, digest_memory
+from newsflow.digest.config import DigestConfig
+from newsflow.digest.health import FeedHealthAccumulator
+from newsflow.digest.labels import capitalized_phrases, extractive_summary
+from newsflow.digest.schedule import (
     ALSO_MENTIONED,
     MIDDAY,
     MORNING,
     NOTEWORTHY,
     TOP_STORIES,
     WEEKLY,
-    DigestConfig,
     DigestSchedule,
     DigestType,
     DigestWindow,
-    FeedHealthAccumulator,
     SectionLimits,
-    assemble_digest,
-    blocked_radius_graph,
-    capitalized_phrases,
-    digest_memory,
-    extractive_summary,
-    radius_graph,
-    tfidf_matrix,
 )
-from newsflow.hashing import stable_id
-from newsflow.schemas import validate
-from newsflow.score import TextFeatures
-from newsflow.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
+from newsflow.text.tokenize import TextFeatures
+from newsflow.wire.contracts import validate
 
 START = iso_to_ms("2026-03-09T07:00:00Z")
 END = START + 24 * HOUR_MS
@@ -500,7 +496,7 @@ def _digest_bytes_in_subprocess(seed: str, shuffle: int) -> bytes:
     code = (
         "import random, sys, orjson\n"
         "from tests.test_digest import standard_records, rec, WIN\n"
-        "from newsflow.digest import assemble_digest\n"
+        "from newsflow.digest.assemble import assemble_digest\n"
         "recs = standard_records() + [rec('ebola', i, 45 + i, pub=i) for i in range(1, 5)]\n"
         f"random.Random({shuffle}).shuffle(recs)\n"
         "sys.stdout.buffer.write(orjson.dumps(assemble_digest(recs, WIN)))\n"

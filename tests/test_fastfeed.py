@@ -7,11 +7,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from newsflow.demo import demo_payloads
-from newsflow.fastfeed import fast_parse
-from newsflow.model import RawPayload
-from newsflow.normalize import normalize_payload
-from newsflow.settings import Settings
+from newsflow.config import Settings
+from newsflow.feeds.fastfeed import fast_parse
+from newsflow.feeds.normalize import normalize_payload
+from newsflow.model.records import RawPayload
+from newsflow.samples.demo import demo_payloads
 
 SLOW = Settings(fast_parse=False)
 

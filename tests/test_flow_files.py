@@ -8,10 +8,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from connectors.files import write_archive
-from newsflow.cli import run_file_flow
-from newsflow.demo import demo_payloads
-from newsflow.schemas import validate
+from newsflow.cli.main import run_file_flow
+from newsflow.connectors.files import write_archive
+from newsflow.samples.demo import demo_payloads
+from newsflow.wire.contracts import validate
 
 TOPICS = ("articles", "digests", "feed-health", "deadletter")
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from connectors.files import write_archive
-from newsflow.cli import main as cli_main
-from newsflow.cli import run_file_flow
-from newsflow.codec import encode_raw
-from newsflow.demo import demo_payloads
-from newsflow.kafka_topics import ensure_topics, produce_values
-from newsflow.schemas import validate
-from newsflow.settings import Settings, Topics
+from newsflow.cli.main import main as cli_main
+from newsflow.cli.main import run_file_flow
+from newsflow.config import Settings, Topics
+from newsflow.connectors.files import write_archive
+from newsflow.connectors.topics import ensure_topics, produce_values
+from newsflow.samples.demo import demo_payloads
+from newsflow.wire.codec import encode_raw
+from newsflow.wire.contracts import validate
 from tests.kafka_fixture import consume_all
 
 pytestmark = pytest.mark.kafka

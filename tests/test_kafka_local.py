@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
+from kafka_local import create_topics, free_ports, random_cluster_id
 
-from newsflow.kafka_local import create_topics, free_ports, random_cluster_id
 from tests.kafka_fixture import unique_topic_name
 
 N = 100

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from newsflow.model import Article, RawPayload
-from newsflow.normalize import normalize_payload
-from newsflow.text import (
+from newsflow.core.timeutil import iso_to_ms
+from newsflow.feeds.normalize import normalize_payload
+from newsflow.model.records import Article, RawPayload
+from newsflow.text.html import (
     clean_title,
     html_to_text,
     is_partial_content,
     reading_time_minutes,
     sanitize_html,
 )
-from newsflow.timeutil import iso_to_ms
 
 FETCH = iso_to_ms("2026-03-02T12:00:00Z")
 

@@ -20,8 +20,9 @@ import orjson
 import pytest
 from bytewax.testing import TestingSink
 
-from connectors.http_fetch import ACCEPT, FetchConfig, HttpFetcher
-from connectors.poller import (
+from newsflow.config import Topics
+from newsflow.connectors.http_fetch import ACCEPT, FetchConfig, HttpFetcher
+from newsflow.connectors.poller import (
     TICK_FEED_ID,
     HeartbeatSource,
     KafkaRecord,
@@ -35,12 +36,12 @@ from connectors.poller import (
     state_to_dict,
     tick_event,
 )
-from flows.poller_flow import run_poller_flow
-from newsflow.codec import decode_raw
-from newsflow.polling import FeedState, FetchKind, FetchOutcome, PollPolicy, registrable_domain
-from newsflow.registry import FeedSpec
-from newsflow.schemas import validate
-from newsflow.settings import Topics
+from newsflow.feeds.urls import registrable_domain
+from newsflow.flows.poller import run_poller_flow
+from newsflow.polling.registry import FeedSpec
+from newsflow.polling.state import FeedState, FetchKind, FetchOutcome, PollPolicy
+from newsflow.wire.codec import decode_raw
+from newsflow.wire.contracts import validate
 from tests.http_fixture_server import FIXTURES, FixtureServer, rss_feed
 
 T = TypeVar("T")
@@ -327,7 +328,7 @@ def test_410_dead_removed_from_polling(server: FixtureServer) -> None:
 @pytest.mark.http
 @pytest.mark.parametrize("form", ["seconds", "date"])
 def test_429_retry_after_both_forms_doubles_interval_and_pauses_domain(server: FixtureServer, form: str) -> None:
-    from connectors.poller import system_clock_ms
+    from newsflow.connectors.poller import system_clock_ms
 
     feeds = [feed("limited", server.url(f"/ratelimit/{form}/120")), feed("sibling", server.url("/feeds/rss20.xml"))]
     eng = PollEngine(feeds, pcfg(), clock=system_clock_ms)
@@ -861,7 +862,7 @@ def test_flow_once_persists_state_across_restarts(server: FixtureServer, tmp_pat
 
 
 def test_cli_feeds_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from newsflow.cli import main
+    from newsflow.cli.main import main
 
     opml = tmp_path / "subs.opml"
     opml.write_text('<opml version="2.0"><body><outline text="Tech">'
@@ -885,7 +886,7 @@ def test_cli_feeds_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_progress_display_counts_statuses() -> None:
     import io
 
-    from newsflow.cli_poll import Progress
+    from newsflow.cli.poll import Progress
 
     buf = io.StringIO()
     p = Progress(3, buf, live=True, min_interval_s=0)

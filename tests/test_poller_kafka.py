@@ -14,14 +14,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from connectors.http_fetch import FetchConfig
-from connectors.poller import PollerConfig
-from flows.poller_flow import run_poller_flow
-from newsflow.codec import decode_raw
-from newsflow.kafka_topics import ensure_topics
-from newsflow.registry import FeedSpec, dump_registry
-from newsflow.schemas import validate
-from newsflow.settings import Settings, Topics
+from newsflow.config import Settings, Topics
+from newsflow.connectors.http_fetch import FetchConfig
+from newsflow.connectors.poller import PollerConfig
+from newsflow.connectors.topics import ensure_topics
+from newsflow.flows.poller import run_poller_flow
+from newsflow.polling.registry import FeedSpec, dump_registry
+from newsflow.wire.codec import decode_raw
+from newsflow.wire.contracts import validate
 from tests.http_fixture_server import FIXTURES, FixtureServer
 from tests.kafka_fixture import consume_all
 
@@ -81,7 +81,7 @@ def test_poll_once_into_kafka_then_again_via_cli(kafka_bootstrap: str, tmp_path:
             f"[poller.topics]\nraw = \"{topics.raw}\"\nfeed_health = \"{topics.feed_health}\"\n"
             "[poller.fetch]\ntimeout_s = 3.0\nretry_backoff_s = [0.01, 0.02]\n"
             'allowed_networks = ["127.0.0.1/32"]\n')
-        from newsflow.cli import main
+        from newsflow.cli.main import main
 
         rc = main(["poll", "--registry", str(reg), "--brokers", kafka_bootstrap, "--once", "--force",
                    "--state-dir", str(state), "--config", str(conf), "--no-create-topics"])

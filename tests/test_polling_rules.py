@@ -11,16 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from newsflow import polling as P
-from newsflow.polling import (
-    DomainState,
-    FeedState,
-    FetchKind,
-    FetchOutcome,
-    PollPolicy,
-    RedirectHop,
-)
-from newsflow.registry import (
+from newsflow.core.timeutil import DAY_MS, HOUR_MS
+from newsflow.feeds import urls
+from newsflow.polling import health as phealth
+from newsflow.polling import rules as prules
+from newsflow.polling import safety as psafety
+from newsflow.polling import scan as pscan
+from newsflow.polling import state as pstate
+from newsflow.polling.registry import (
     FeedSpec,
     Registry,
     check,
@@ -32,8 +30,15 @@ from newsflow.registry import (
     parse_registry,
     valid_feeds,
 )
-from newsflow.schemas import validate
-from newsflow.timeutil import DAY_MS, HOUR_MS
+from newsflow.polling.state import (
+    DomainState,
+    FeedState,
+    FetchKind,
+    FetchOutcome,
+    PollPolicy,
+    RedirectHop,
+)
+from newsflow.wire.contracts import validate
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "feeds"
 T0 = 1_715_000_000_000  # 2024-05-06T12:53:20Z
@@ -58,11 +63,11 @@ def resp(status: int = 200, body: bytes | None = None, headers: dict[str, str] |
 
 
 def fresh(url: str = "https://feeds.example.com/rss", **kw: object) -> FeedState:
-    return P.initial_state("f1", url, policy=POLICY, now_ms=T0, **kw)  # type: ignore[arg-type]
+    return pstate.initial_state("f1", url, policy=POLICY, now_ms=T0, **kw)  # type: ignore[arg-type]
 
 
-def poll(state: FeedState, outcome: FetchOutcome, now: int = T0, policy: PollPolicy = POLICY) -> P.PollVerdict:
-    return P.decide_poll(state, outcome, now, policy)
+def poll(state: FeedState, outcome: FetchOutcome, now: int = T0, policy: PollPolicy = POLICY) -> prules.PollVerdict:
+    return prules.decide_poll(state, outcome, now, policy)
 
 
 def baseline(body: bytes | None = None) -> FeedState:
@@ -77,9 +82,9 @@ def baseline(body: bytes | None = None) -> FeedState:
 
 def test_conditional_headers_come_from_previous_poll() -> None:
     st = poll(fresh(), resp(200, rss(["a"]), {"etag": '"v1"', "last-modified": "Mon, 06 May 2024 08:00:00 GMT"})).state
-    assert P.conditional_headers(st) == {"If-None-Match": '"v1"',
+    assert prules.conditional_headers(st) == {"If-None-Match": '"v1"',
                                          "If-Modified-Since": "Mon, 06 May 2024 08:00:00 GMT"}
-    assert P.conditional_headers(fresh()) == {}
+    assert prules.conditional_headers(fresh()) == {}
 
 
 def test_304_is_a_successful_poll_without_payload() -> None:
@@ -125,7 +130,7 @@ def test_first_poll_emits_body_and_sets_baseline() -> None:
     (FetchKind.TOO_LARGE, None, {}, False),
 ])
 def test_is_transient_failure(kind: FetchKind, status: int | None, headers: dict[str, str], expected: bool) -> None:
-    assert P.is_transient_failure(kind, status, headers) is expected
+    assert prules.is_transient_failure(kind, status, headers) is expected
 
 
 # ------------------------------------------------------------------------------------------
@@ -146,7 +151,7 @@ def test_is_transient_failure(kind: FetchKind, status: int | None, headers: dict
     (fixture("broken.xml"), "application/json", False),  # not HTML: a parse error instead
 ])
 def test_looks_like_html(body: bytes, ct: str | None, html: bool) -> None:
-    assert P.looks_like_html(body, ct) is html
+    assert pscan.looks_like_html(body, ct) is html
 
 
 def test_html_page_is_its_own_status_not_a_parse_error() -> None:
@@ -167,7 +172,7 @@ def test_html_page_is_its_own_status_not_a_parse_error() -> None:
     ("windows1252.xml", "rss20", 1, 0),
 ])
 def test_scan_feed_formats_items_dates(name: str, fmt: str, items: int, undated: int) -> None:
-    s = P.scan_feed(fixture(name), T0)
+    s = pscan.scan_feed(fixture(name), T0)
     assert s.ok and s.feed_format == fmt and s.items == items and s.undated == undated
     assert len(s.item_keys) == items
 
@@ -178,18 +183,18 @@ def test_lenient_recovery_repairs_bare_ampersands_and_html_entities() -> None:
         import xml.etree.ElementTree as ET
 
         ET.fromstring(body)
-    s = P.scan_feed(body, T0)
+    s = pscan.scan_feed(body, T0)
     assert s.ok and s.recovered == "repaired_xml" and s.items == 1
 
 
 def test_lenient_recovery_falls_back_to_tolerant_parser() -> None:
     body = b"<rss version='2.0'><channel><title>x</title><item><title>a</title><link>https://x/1</link></item>"
-    s = P.scan_feed(body, T0)  # unclosed: strict and repaired XML fail, feedparser recovers
+    s = pscan.scan_feed(body, T0)  # unclosed: strict and repaired XML fail, feedparser recovers
     assert s.ok and s.recovered == "lenient_parser" and s.items == 1
 
 
 def test_unparseable_body_fails_scan() -> None:
-    s = P.scan_feed(fixture("broken.xml"), T0)
+    s = pscan.scan_feed(fixture("broken.xml"), T0)
     assert not s.ok and s.error
 
 
@@ -246,13 +251,13 @@ def hops(*codes: int) -> tuple[RedirectHop, ...]:
 
 
 def test_permanent_redirect_target() -> None:
-    assert P.permanent_redirect_target(hops(301)) == NEW
-    assert P.permanent_redirect_target(hops(308)) == NEW
-    assert P.permanent_redirect_target(hops(301, 308)) == NEW
-    assert P.permanent_redirect_target(hops(301, 302)) == "https://hop0.example.com/"
-    assert P.permanent_redirect_target(hops(302, 301)) is None
-    assert P.permanent_redirect_target(hops(307)) is None
-    assert P.permanent_redirect_target(()) is None
+    assert prules.permanent_redirect_target(hops(301)) == NEW
+    assert prules.permanent_redirect_target(hops(308)) == NEW
+    assert prules.permanent_redirect_target(hops(301, 308)) == NEW
+    assert prules.permanent_redirect_target(hops(301, 302)) == "https://hop0.example.com/"
+    assert prules.permanent_redirect_target(hops(302, 301)) is None
+    assert prules.permanent_redirect_target(hops(307)) is None
+    assert prules.permanent_redirect_target(()) is None
 
 
 @pytest.mark.parametrize("code", [301, 308])
@@ -314,15 +319,15 @@ def test_410_marks_dead_and_removes_from_polling() -> None:
 
 
 def test_parse_retry_after_seconds_and_http_date() -> None:
-    assert P.parse_retry_after("120", T0) == 120.0
-    assert P.parse_retry_after(" 0 ", T0) == 0.0
+    assert prules.parse_retry_after("120", T0) == 120.0
+    assert prules.parse_retry_after(" 0 ", T0) == 0.0
     date = email.utils.formatdate((T0 + 90_000) / 1000, usegmt=True)
-    assert P.parse_retry_after(date, T0) == pytest.approx(90.0)
+    assert prules.parse_retry_after(date, T0) == pytest.approx(90.0)
     past = email.utils.formatdate((T0 - 90_000) / 1000, usegmt=True)
-    assert P.parse_retry_after(past, T0) == 0.0
-    assert P.parse_retry_after("soon", T0) is None
-    assert P.parse_retry_after(None, T0) is None
-    assert P.parse_retry_after("-5", T0) is None
+    assert prules.parse_retry_after(past, T0) == 0.0
+    assert prules.parse_retry_after("soon", T0) is None
+    assert prules.parse_retry_after(None, T0) is None
+    assert prules.parse_retry_after("-5", T0) is None
 
 
 @pytest.mark.parametrize("form", ["seconds", "date"])
@@ -376,9 +381,9 @@ def test_http_errors_increment_counter_and_back_off_exponentially() -> None:
 
 
 def test_error_backoff_s_caps_at_24h() -> None:
-    assert P.error_backoff_s(1800, 1, 86400) == 1800
-    assert P.error_backoff_s(1800, 3, 86400) == 7200
-    assert P.error_backoff_s(1800, 30, 86400) == 86400
+    assert prules.error_backoff_s(1800, 1, 86400) == 1800
+    assert prules.error_backoff_s(1800, 3, 86400) == 7200
+    assert prules.error_backoff_s(1800, 30, 86400) == 86400
 
 
 # ------------------------------------------------------------------------------------------
@@ -407,38 +412,38 @@ def test_timeout_retries_after_60s_then_flags_slow() -> None:
 
 
 def test_default_interval_table_of_001() -> None:
-    assert P.default_interval_s("breaking") == 15 * 60
-    assert P.default_interval_s("major") == 30 * 60
-    assert P.default_interval_s("blog") == 2 * 3600
-    assert P.default_interval_s("newsletter") == 12 * 3600
-    assert P.default_interval_s("dormant") == 24 * 3600
-    assert P.default_interval_s(None) == 30 * 60
+    assert pstate.default_interval_s("breaking") == 15 * 60
+    assert pstate.default_interval_s("major") == 30 * 60
+    assert pstate.default_interval_s("blog") == 2 * 3600
+    assert pstate.default_interval_s("newsletter") == 12 * 3600
+    assert pstate.default_interval_s("dormant") == 24 * 3600
+    assert pstate.default_interval_s(None) == 30 * 60
     assert fresh(feed_type="blog").interval_s == 7200
     st = fresh(interval_s=3 * 3600)
-    assert st.interval_s == 3 * 3600 and P.hint_floor_s(st, POLICY) == 3 * 3600
+    assert st.interval_s == 3 * 3600 and prules.hint_floor_s(st, POLICY) == 3 * 3600
 
 
 def test_sy_update_interval() -> None:
-    assert P.sy_update_interval_s("hourly", "1") == 3600
-    assert P.sy_update_interval_s("daily", "2") == 43200
-    assert P.sy_update_interval_s("weekly", None) == 7 * 86400
-    assert P.sy_update_interval_s("fortnightly", "1") is None
-    assert P.sy_update_interval_s("hourly", "abc") == 3600
+    assert pscan.sy_update_interval_s("hourly", "1") == 3600
+    assert pscan.sy_update_interval_s("daily", "2") == 43200
+    assert pscan.sy_update_interval_s("weekly", None) == 7 * 86400
+    assert pscan.sy_update_interval_s("fortnightly", "1") is None
+    assert pscan.sy_update_interval_s("hourly", "abc") == 3600
 
 
 def test_cache_control_and_expires_hints() -> None:
-    assert P.cache_control_max_age_s("public, max-age=7200") == 7200
-    assert P.cache_control_max_age_s("no-cache, max-age=60") is None
-    assert P.cache_control_max_age_s("max-age=0") is None
+    assert prules.cache_control_max_age_s("public, max-age=7200") == 7200
+    assert prules.cache_control_max_age_s("no-cache, max-age=60") is None
+    assert prules.cache_control_max_age_s("max-age=0") is None
     date = email.utils.formatdate(T0 / 1000, usegmt=True)
     exp = email.utils.formatdate(T0 / 1000 + 5400, usegmt=True)
-    assert P.expires_hint_s(exp, date, T0) == pytest.approx(5400)
-    assert P.expires_hint_s(exp, None, T0) == pytest.approx(5400)
-    assert P.expires_hint_s("0", date, T0) is None
+    assert prules.expires_hint_s(exp, date, T0) == pytest.approx(5400)
+    assert prules.expires_hint_s(exp, None, T0) == pytest.approx(5400)
+    assert prules.expires_hint_s("0", date, T0) is None
     # max-age wins over Expires (RFC 9111)
-    assert P.http_cache_hint_s({"cache-control": "max-age=600", "expires": exp, "date": date}, T0) == 600
-    assert P.http_cache_hint_s({"expires": exp, "date": date}, T0) == pytest.approx(5400)
-    assert P.http_cache_hint_s({"cache-control": "no-store", "expires": exp}, T0) is None
+    assert prules.http_cache_hint_s({"cache-control": "max-age=600", "expires": exp, "date": date}, T0) == 600
+    assert prules.http_cache_hint_s({"expires": exp, "date": date}, T0) == pytest.approx(5400)
+    assert prules.http_cache_hint_s({"cache-control": "no-store", "expires": exp}, T0) is None
 
 
 @pytest.mark.parametrize(("body", "headers", "floor"), [
@@ -450,7 +455,7 @@ def test_cache_control_and_expires_hints() -> None:
 ])
 def test_publisher_hints_are_lower_bounds(body: bytes, headers: dict[str, str], floor: float) -> None:
     v = poll(fresh(), resp(200, body, headers))
-    assert P.hint_floor_s(v.state, POLICY) == floor
+    assert prules.hint_floor_s(v.state, POLICY) == floor
     assert v.state.interval_s >= floor
     assert (v.state.next_poll_ms or 0) - T0 >= floor * 1000
 
@@ -490,18 +495,18 @@ def test_new_items_on_every_poll_halve_the_interval_down_to_the_floor() -> None:
 def test_adapt_interval_mixed_polls_do_not_adapt() -> None:
     st = replace(baseline(), interval_s=7200.0)
     for i in range(20):
-        st = P.adapt_interval(st, i % 2 == 0, POLICY)
+        st = prules.adapt_interval(st, i % 2 == 0, POLICY)
     assert st.interval_s == 7200.0
 
 
 def test_jitter_is_deterministic_bounded_and_spreads_feeds() -> None:
-    d1 = P.jittered_delay_s(1800, "feed-a", 7, 0.1)
-    assert d1 == P.jittered_delay_s(1800, "feed-a", 7, 0.1)  # stable across runs (no hash())
+    d1 = prules.jittered_delay_s(1800, "feed-a", 7, 0.1)
+    assert d1 == prules.jittered_delay_s(1800, "feed-a", 7, 0.1)  # stable across runs (no hash())
     assert 1800 <= d1 < 1980
-    delays = {P.jittered_delay_s(1800, f"feed-{i}", 1, 0.1) for i in range(200)}
+    delays = {prules.jittered_delay_s(1800, f"feed-{i}", 1, 0.1) for i in range(200)}
     assert len(delays) > 150 and max(delays) - min(delays) > 120
-    assert P.jittered_delay_s(1800, "feed-a", 8, 0.1) != d1
-    assert P.jitter_unit("feed-a", 7) == pytest.approx(0.0 + P.jitter_unit("feed-a", 7))
+    assert prules.jittered_delay_s(1800, "feed-a", 8, 0.1) != d1
+    assert prules.jitter_unit("feed-a", 7) == pytest.approx(0.0 + prules.jitter_unit("feed-a", 7))
 
 
 def test_next_poll_uses_jittered_interval() -> None:
@@ -518,12 +523,12 @@ def test_next_poll_uses_jittered_interval() -> None:
 def test_reliability_is_success_ratio_over_30_days() -> None:
     daily: tuple[tuple[int, int, int], ...] = ()
     for i in range(40):  # days 0..9 all fail, days 10..39 all succeed
-        daily = P.record_daily_outcome(daily, T0 + i * DAY_MS, success=i >= 10)
+        daily = prules.record_daily_outcome(daily, T0 + i * DAY_MS, success=i >= 10)
     assert len(daily) == 30
-    assert P.reliability_score(daily, T0 + 39 * DAY_MS) == 1.0
-    daily = P.record_daily_outcome(daily, T0 + 39 * DAY_MS, success=False)
-    assert P.reliability_score(daily, T0 + 39 * DAY_MS) == pytest.approx(30 / 31)
-    assert P.reliability_score((), T0) is None
+    assert prules.reliability_score(daily, T0 + 39 * DAY_MS) == 1.0
+    daily = prules.record_daily_outcome(daily, T0 + 39 * DAY_MS, success=False)
+    assert prules.reliability_score(daily, T0 + 39 * DAY_MS) == pytest.approx(30 / 31)
+    assert prules.reliability_score((), T0) is None
 
 
 def test_decide_poll_feeds_reliability() -> None:
@@ -531,7 +536,7 @@ def test_decide_poll_feeds_reliability() -> None:
     st = poll(st, resp(500), T0 + 1000).state
     st = poll(st, resp(304), T0 + 2000).state
     st = poll(st, resp(410), T0 + 3000).state
-    assert P.reliability_score(st.daily, T0 + 3000) == pytest.approx(2 / 4)
+    assert prules.reliability_score(st.daily, T0 + 3000) == pytest.approx(2 / 4)
 
 
 def test_silent_zero_for_a_daily_feed_gone_quiet() -> None:
@@ -579,12 +584,12 @@ def test_health_counters_and_record_validate_against_schema() -> None:
     for i, o in enumerate(outcomes):
         v = poll(st, o, T0 + i * 1000)
         st = v.state
-        rec = P.health_record(v, o, T0 + i * 1000, POLICY, domain="example.com")
+        rec = phealth.health_record(v, o, T0 + i * 1000, POLICY, domain="example.com")
         validate("feed-health", rec)
         seen.add(rec["status"])
     assert seen >= {"ok", "not_modified", "http_error", "timeout", "rate_limited",
                     "html_instead_of_feed", "parse_error", "blocked", "too_large", "all_undated", "dead"}
-    c = P.health_counters(st)
+    c = phealth.health_counters(st)
     assert c["total_polls"] == 11 and c["successful_polls"] == 3 and c["not_modified_polls"] == 1
     assert c["not_modified_ratio"] == pytest.approx(1 / 3)
     assert c["avg_response_ms"] == 12.0 and c["last_success_at"] is not None
@@ -605,30 +610,30 @@ def test_health_counters_and_record_validate_against_schema() -> None:
     ("http://localhost/feed", "localhost"),
 ])
 def test_registrable_domain(url: str, domain: str) -> None:
-    assert P.registrable_domain(url) == domain
+    assert urls.registrable_domain(url) == domain
 
 
 def test_domain_backoff_on_rate_limit_and_server_failures() -> None:
     d = DomainState("tumblr.com")
-    d = P.update_domain_backoff(d, rate_limited=True, retry_after_s=120, server_trouble=False,
+    d = prules.update_domain_backoff(d, rate_limited=True, retry_after_s=120, server_trouble=False,
                                 success=False, now_ms=T0, policy=POLICY)
-    assert P.domain_backoff_remaining_ms(d, T0) == 120_000
-    assert P.domain_backoff_remaining_ms(d, T0 + 120_000) == 0
+    assert prules.domain_backoff_remaining_ms(d, T0) == 120_000
+    assert prules.domain_backoff_remaining_ms(d, T0 + 120_000) == 0
     d = DomainState("x.com")
     for _ in range(2):
-        d = P.update_domain_backoff(d, rate_limited=False, retry_after_s=None, server_trouble=True,
+        d = prules.update_domain_backoff(d, rate_limited=False, retry_after_s=None, server_trouble=True,
                                     success=False, now_ms=T0, policy=POLICY)
-        assert P.domain_backoff_remaining_ms(d, T0) == 0
-    d = P.update_domain_backoff(d, rate_limited=False, retry_after_s=None, server_trouble=True,
+        assert prules.domain_backoff_remaining_ms(d, T0) == 0
+    d = prules.update_domain_backoff(d, rate_limited=False, retry_after_s=None, server_trouble=True,
                                 success=False, now_ms=T0, policy=POLICY)
-    assert P.domain_backoff_remaining_ms(d, T0) == 60_000
-    d = P.update_domain_backoff(d, rate_limited=False, retry_after_s=None, server_trouble=True,
+    assert prules.domain_backoff_remaining_ms(d, T0) == 60_000
+    d = prules.update_domain_backoff(d, rate_limited=False, retry_after_s=None, server_trouble=True,
                                 success=False, now_ms=T0, policy=POLICY)
-    assert P.domain_backoff_remaining_ms(d, T0) == 120_000
-    d = P.update_domain_backoff(d, rate_limited=False, retry_after_s=None, server_trouble=False,
+    assert prules.domain_backoff_remaining_ms(d, T0) == 120_000
+    d = prules.update_domain_backoff(d, rate_limited=False, retry_after_s=None, server_trouble=False,
                                 success=False, now_ms=T0, policy=POLICY)
     assert d.consecutive_failures == 4  # neutral (404/parse) changes nothing
-    d = P.update_domain_backoff(d, rate_limited=False, retry_after_s=None, server_trouble=False,
+    d = prules.update_domain_backoff(d, rate_limited=False, retry_after_s=None, server_trouble=False,
                                 success=True, now_ms=T0, policy=POLICY)
     assert d.consecutive_failures == 0
 
@@ -655,15 +660,15 @@ def test_domain_backoff_on_rate_limit_and_server_failures() -> None:
     ("::ffff:10.0.0.1", "private address"),
 ])
 def test_address_block_reason(addr: str, reason: str | None) -> None:
-    assert P.address_block_reason(addr) == reason
+    assert psafety.address_block_reason(addr) == reason
 
 
 def test_allow_private_never_allows_link_local_and_allowlist_is_explicit() -> None:
-    assert P.address_block_reason("10.0.0.1", allow_private=True) is None
-    assert P.address_block_reason("127.0.0.1", allow_private=True) is None
-    assert P.address_block_reason("169.254.169.254", allow_private=True) == "link-local address"
-    assert P.address_block_reason("127.0.0.1", allowed_networks=["127.0.0.1/32"]) is None
-    assert P.address_block_reason("127.0.0.2", allowed_networks=["127.0.0.1/32"]) == "loopback address"
+    assert psafety.address_block_reason("10.0.0.1", allow_private=True) is None
+    assert psafety.address_block_reason("127.0.0.1", allow_private=True) is None
+    assert psafety.address_block_reason("169.254.169.254", allow_private=True) == "link-local address"
+    assert psafety.address_block_reason("127.0.0.1", allowed_networks=["127.0.0.1/32"]) is None
+    assert psafety.address_block_reason("127.0.0.2", allowed_networks=["127.0.0.1/32"]) == "loopback address"
 
 
 @pytest.mark.parametrize(("url", "ok"), [
@@ -672,14 +677,14 @@ def test_allow_private_never_allows_link_local_and_allowlist_is_explicit() -> No
     ("javascript:alert(1)", False), ("gopher://x.example/", False), ("http:///nohost", False),
 ])
 def test_scheme_allow_list(url: str, ok: bool) -> None:
-    assert P.scheme_allowed(url) is ok
+    assert psafety.scheme_allowed(url) is ok
 
 
 def test_redact_url_and_messages() -> None:
-    assert P.redact_url("https://user:pa55@x.example/f?a=1") == "https://x.example/f?a=1"
-    r = P.redact_url("https://x.example/f?token=abc&x=1&api_key=zzz")
+    assert psafety.redact_url("https://user:pa55@x.example/f?a=1") == "https://x.example/f?a=1"
+    r = psafety.redact_url("https://x.example/f?token=abc&x=1&api_key=zzz")
     assert "abc" not in r and "zzz" not in r and "x=1" in r
-    m = P.redact_message("ConnectError for https://u:secret@x.example/f?key=k1 failed")
+    m = psafety.redact_message("ConnectError for https://u:secret@x.example/f?key=k1 failed")
     assert m is not None and "secret" not in m and "k1" not in m
 
 
@@ -690,14 +695,14 @@ def test_redact_url_and_messages() -> None:
 
 def test_reconcile_state_keeps_state_until_registry_url_changes() -> None:
     st = poll(fresh(), resp(200, rss(["a"]), {"etag": '"1"'})).state
-    same = P.reconcile_state(st, "f1", OLD, policy=POLICY, now_ms=T0 + 5)
+    same = pstate.reconcile_state(st, "f1", OLD, policy=POLICY, now_ms=T0 + 5)
     assert same is st
-    moved = P.reconcile_state(st, "f1", NEW, policy=POLICY, now_ms=T0 + 5)
+    moved = pstate.reconcile_state(st, "f1", NEW, policy=POLICY, now_ms=T0 + 5)
     assert moved.url == NEW and moved.etag is None and moved.next_poll_ms == T0 + 5
-    dead = P.mark_dead_on_gone(st)
-    revived = P.reconcile_state(dead, "f1", NEW, policy=POLICY, now_ms=T0)
+    dead = prules.mark_dead_on_gone(st)
+    revived = pstate.reconcile_state(dead, "f1", NEW, policy=POLICY, now_ms=T0)
     assert not revived.dead
-    slower = P.reconcile_state(st, "f1", OLD, interval_s=6 * 3600, policy=POLICY, now_ms=T0)
+    slower = pstate.reconcile_state(st, "f1", OLD, interval_s=6 * 3600, policy=POLICY, now_ms=T0)
     assert slower.interval_s == 6 * 3600 and slower.registry_floor_s == 6 * 3600
 
 
@@ -832,10 +837,10 @@ def test_registry_toml_dump_roundtrip(tmp_path: Path) -> None:
 
 def test_state_never_holds_credentials_and_password_change_keeps_state() -> None:
     url = "https://alice:pw1@private.example.com/feed?x=1"
-    st = P.initial_state("p", url, policy=POLICY, now_ms=T0)
+    st = pstate.initial_state("p", url, policy=POLICY, now_ms=T0)
     assert st.url == st.registry_url == "https://private.example.com/feed?x=1"
     st = poll(st, resp(200, rss(["a"]), {"etag": '"1"'}, url=st.url)).state
-    same = P.reconcile_state(st, "p", "https://alice:pw2@private.example.com/feed?x=1", policy=POLICY)
+    same = pstate.reconcile_state(st, "p", "https://alice:pw2@private.example.com/feed?x=1", policy=POLICY)
     assert same is st  # a new password is not a new feed
-    assert P.strip_userinfo("http://u@h.example/x") == "http://h.example/x"
-    assert P.strip_userinfo("http://h.example/x") == "http://h.example/x"
+    assert psafety.strip_userinfo("http://u@h.example/x") == "http://h.example/x"
+    assert psafety.strip_userinfo("http://h.example/x") == "http://h.example/x"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import orjson
 
-from connectors.files import write_archive
-from newsflow.cli import run_file_flow
-from newsflow.demo import demo_payloads
+from newsflow.cli.main import run_file_flow
+from newsflow.connectors.files import write_archive
+from newsflow.samples.demo import demo_payloads
 
 
 def articles(path: Path) -> dict[str, bytes]:

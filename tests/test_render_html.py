@@ -14,10 +14,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from newsflow.cli_digest import main as digest_cli
-from newsflow.digest import DigestWindow, assemble_digest, digest_memory
-from newsflow.render import safe_url, to_html, to_markdown
-from newsflow.timeutil import HOUR_MS
+from newsflow.cli.digest import main as digest_cli
+from newsflow.core.timeutil import HOUR_MS
+from newsflow.digest.assemble import assemble_digest, digest_memory
+from newsflow.digest.render import safe_url, to_html, to_markdown
+from newsflow.digest.schedule import DigestWindow
 from tests.test_digest import START, WIN, rec, standard_records
 
 SECTIONS = ["Top Stories", "Noteworthy", "Also Mentioned", "Feed Health Report"]

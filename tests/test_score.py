@@ -10,27 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from newsflow.score import (
+from newsflow.scoring.importance import (
     DEFAULT_SCORE_CONFIG,
     InterestProfile,
     ScoreConfig,
-    SeverityProfile,
-    TextFeatures,
-    analyze,
     authority_score,
     corroboration_score,
     depth_score,
     depth_signals,
-    has_historical_marker,
     idf_from_documents,
     importance,
     recency_score,
     relevance_score,
     score_record,
     severity_importance,
-    severity_level,
     weighted_importance,
 )
+from newsflow.scoring.severity import SeverityProfile, has_historical_marker, severity_level
+from newsflow.text.tokenize import TextFeatures, analyze
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
@@ -154,7 +151,7 @@ def test_analyze_stopwords_and_porter():
 
 def test_token_hashes_are_stable_across_processes():
     code = (
-        "from newsflow.score import TextFeatures;"
+        "from newsflow.text.tokenize import TextFeatures;"
         "print(TextFeatures.of('Apple unveils iPhone', 'New chips and cameras').hashes.tolist())"
     )
     root = Path(__file__).resolve().parent.parent
@@ -329,7 +326,7 @@ def test_severity_whole_words_with_inflections():
 
 
 def test_story_phases_004():
-    from newsflow.score import story_phase
+    from newsflow.scoring.importance import story_phase
 
     t0 = NOW
     assert story_phase(1, t0, t0 + timedelta(hours=5)) == "breaking"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from datasketch import MinHash
 
-from newsflow.similarity import (
+from newsflow.dedup.similarity import (
     compress_signature,
     first_sentences,
     first_sentences_overlap,

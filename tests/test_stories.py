@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from newsflow.entities import entity_keys, entity_overlap, extract_entities
-from newsflow.stories import (
+from newsflow.dedup.stories import (
     HOUR_MS,
     PRESETS,
     SEED,
@@ -19,6 +18,7 @@ from newsflow.stories import (
     featurize_batch,
     story_id_for,
 )
+from newsflow.text.entities import entity_keys, entity_overlap, extract_entities
 
 T0 = 1_400_000_000_000
 

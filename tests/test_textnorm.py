@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from newsflow.textnorm import (
+from newsflow.text.titles import (
     char_shingles,
     content_tokens,
     light_stem,

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from river import cluster
 
-from newsflow.score import TextFeatures
-from newsflow.topics import (
+from newsflow.clustering.topics import (
     OnlineTopics,
     TopicConfig,
     assign_many,
@@ -17,6 +16,7 @@ from newsflow.topics import (
     hashed_vector,
     vector_to_dict,
 )
+from newsflow.text.tokenize import TextFeatures
 
 SUBJECTS = {
     "apple": "Apple iPhone chip camera Cupertino smartphone launch sales display battery",
@@ -157,7 +157,7 @@ def test_dim_must_be_power_of_two():
 
 
 def test_annotate_batch():
-    from newsflow.topics import annotate
+    from newsflow.clustering.topics import annotate
 
     ds = docs(50)
     for i, d in enumerate(ds):
@@ -177,7 +177,7 @@ def test_annotate_batch():
 
 
 def test_annotate_now_defaults_to_fetched_time():
-    from newsflow.topics import annotate
+    from newsflow.clustering.topics import annotate
 
     ds = docs(3)
     for d in ds:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from newsflow.urls import canonicalize_url, registrable_domain
+from newsflow.feeds.urls import canonicalize_url, registrable_domain
 
 
 @pytest.mark.parametrize(

@@ -1,1 +1,0 @@
-"""The topic JSON Schemas (data files, shipped with the package)."""
