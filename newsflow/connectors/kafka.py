@@ -15,6 +15,7 @@ from bytewax.dataflow import Dataflow, Stream
 
 from newsflow.config import Settings
 from newsflow.feeds.normalize import make_deadletter
+from newsflow.model.messages import Output
 from newsflow.wire.codec import deadletter_to_dict, dumps
 
 #: producer settings: big local queue (Bytewax bug #522: a full queue raises BufferError),
@@ -53,7 +54,7 @@ def _error_deadletter(err: Any, settings: Settings) -> KafkaSinkMessage[bytes, b
 
 
 def kafka_outputs(
-    outs: Stream[tuple[str, bytes, bytes]], brokers: list[str], settings: Settings,
+    outs: Stream[Output], brokers: list[str], settings: Settings,
     add_config: dict[str, str] | None = None,
 ) -> None:
     """One Kafka sink per output topic; the message key is the record's idempotent key."""
@@ -63,6 +64,6 @@ def kafka_outputs(
         topic = getattr(t, name)
         sel = op.filter_map(
             f"select_{name}", outs,
-            lambda o, topic=topic: KafkaSinkMessage(o[1], o[2]) if o[0] == topic else None,
+            lambda o, topic=topic: KafkaSinkMessage(o.key, o.value) if o.topic == topic else None,
         )
         kop.output(f"kafka_out_{name}", sel, brokers=brokers, topic=topic, add_config=cfg)

@@ -1,0 +1,10 @@
+"""newsflow: RSS/Atom feeds -> Kafka -> one Bytewax dataflow -> Kafka.
+
+Pure, typed domain steps live in the step packages (``polling``, ``feeds``, ``dedup``, ``scoring``,
+``clustering``, ``digest``); ``newsflow.flows`` only wires them into Bytewax dataflows,
+``newsflow.connectors`` only does I/O. The README's layout section maps every seed rule.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

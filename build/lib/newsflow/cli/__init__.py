@@ -1,0 +1,2 @@
+"""The ``newsflow`` command line.
+"""

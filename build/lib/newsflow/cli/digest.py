@@ -1,0 +1,86 @@
+"""``newsflow digest render FILE.jsonl [--format md|html] [--out PATH] [--digest-id ID]``.
+
+FILE.jsonl holds digests (one JSON object per line, e.g. a dump of the ``digests`` topic);
+the digest with ``--digest-id`` is rendered, or else the last one in the file. Several
+versions of one digest id (re-emits) -> the last one wins, as under log compaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from newsflow.digest.render import render
+
+
+def load_digests(path: str | Path) -> list[dict[str, Any]]:
+    out = []
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                d = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                msg = f"{path}:{n}: not JSON: {e}"
+                raise SystemExit(msg) from e
+            if isinstance(d, dict) and "value" in d and isinstance(d["value"], dict):
+                d = d["value"]  # {"key":..., "value": {...}} dumps
+            if isinstance(d, dict) and d.get("schema", "digests") == "digests":
+                out.append(d)
+    return out
+
+
+def pick(digests: list[dict[str, Any]], digest_id: str | None) -> dict[str, Any] | None:
+    if digest_id is None:
+        return digests[-1] if digests else None
+    found = [d for d in digests if d.get("digest_id") == digest_id]
+    return found[-1] if found else None
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    digests = load_digests(args.file)
+    d = pick(digests, args.digest_id)
+    if d is None:
+        ids = sorted({str(x.get("digest_id")) for x in digests})
+        what = f"digest {args.digest_id!r}" if args.digest_id else "any digest"
+        print(f"no {what} in {args.file} ({len(ids)} ids: {', '.join(ids[:10])})", file=sys.stderr)
+        return 2
+    fmt = args.format or (
+        "html" if args.out and str(args.out).endswith((".html", ".htm")) else "md"
+    )
+    text = render(d, fmt)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out} ({fmt}, {d.get('digest_id')})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``digest render`` to the ``newsflow`` command."""
+    p = subparsers.add_parser("digest", help="digest tools")
+    sub = p.add_subparsers(dest="digest_cmd", required=True)
+    r = sub.add_parser("render", help="render a digest from a JSONL file to Markdown or HTML")
+    r.add_argument("file", help="JSONL file of digests (e.g. a dump of the digests topic)")
+    r.add_argument("--format", choices=("md", "html"), default=None, help="default: md")
+    r.add_argument("--out", default=None, help="output path (default: stdout)")
+    r.add_argument("--digest-id", default=None, help="which digest (default: the last one)")
+    r.set_defaults(func=cmd_render)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="newsflow")
+    register(ap.add_subparsers(dest="cmd", required=True))
+    args = ap.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

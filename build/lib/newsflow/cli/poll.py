@@ -1,0 +1,246 @@
+"""``newsflow poll`` and ``newsflow feeds ...`` sub-commands (added by :func:`register`).
+
+::
+
+    newsflow poll --registry feeds.toml --brokers 127.0.0.1:9092          # continuous
+    newsflow poll --registry feeds.toml --brokers 127.0.0.1:9092 --once   # one round (cron)
+    newsflow feeds import-opml subscriptions.opml --registry feeds.toml   # merge into registry
+    newsflow feeds export-opml --registry feeds.toml > feeds.opml
+    newsflow feeds check --registry feeds.toml
+
+Per-feed state (ETag, Last-Modified, adopted URL, interval, next poll, counters) persists in
+``--state-dir`` (default ``<registry dir>/.newsflow-state/<registry name>``) as Bytewax
+recovery files, so ``--once`` from cron respects each feed's schedule between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from newsflow.polling.registry import (
+    RegistryError,
+    check,
+    dump_registry,
+    export_opml,
+    import_opml,
+    load_registry,
+    merge_feeds,
+    valid_feeds,
+)
+from newsflow.polling.state import SUCCESS_STATUSES
+
+DEFAULT_REGISTRY = "feeds.toml"
+ERROR_STATUSES = frozenset({"timeout", "http_error", "parse_error", "html_instead_of_feed",
+                            "rate_limited", "dead", "blocked", "too_large"})
+
+
+def default_state_dir(registry: str | Path) -> Path:
+    p = Path(registry).resolve()
+    return p.parent / ".newsflow-state" / p.stem
+
+
+class Progress:
+    """Counts poll events; on a terminal keeps one status line up to date."""
+
+    def __init__(self, total: int | None, out: TextIO | None = None, *, live: bool | None = None,
+                 min_interval_s: float = 0.2) -> None:
+        self.total = total
+        self.out = out if out is not None else sys.stdout  # looked up now, not at import
+        self.live = self.out.isatty() if live is None else live
+        self.counts: Counter[str] = Counter()
+        self.alerts: list[str] = []
+        self.started = time.monotonic()
+        self._last_draw = 0.0
+        self._min = min_interval_s
+
+    @property
+    def polled(self) -> int:
+        return sum(n for s, n in self.counts.items() if s != "tick")
+
+    def __call__(self, ev: Any) -> None:
+        self.counts[ev.status] += 1
+        if ev.alert:
+            self.alerts.append(f"{ev.feed_id}: {ev.alert}")
+            if self.live:
+                self.out.write(f"\r\x1b[K! {ev.feed_id}: {ev.alert}\n")
+        if self.live:
+            now = time.monotonic()
+            if now - self._last_draw >= self._min or (self.total and self.polled >= self.total):
+                self._last_draw = now
+                self.out.write("\r\x1b[K" + self.line())
+                self.out.flush()
+
+    def line(self) -> str:
+        c = self.counts
+        n = self.polled
+        rate = n / max(time.monotonic() - self.started, 1e-9)
+        ok = sum(c[s] for s in SUCCESS_STATUSES if s != "not_modified")
+        errors = sum(c[s] for s in ERROR_STATUSES)
+        of = f"/{self.total}" if self.total else ""
+        return (f"polled {n}{of}  new/changed {ok}  not modified {c['not_modified']}  "
+                f"errors {errors}  ticks {c['tick']}  {rate:.1f} polls/s")
+
+    def finish(self) -> None:
+        if self.live:
+            self.out.write("\r\x1b[K")
+        self.out.write(self.line() + "\n")
+        statuses = ", ".join(f"{s} {n}" for s, n in sorted(self.counts.items()) if s != "tick")
+        if statuses:
+            self.out.write(f"statuses: {statuses}\n")
+        if self.alerts and not self.live:
+            for a in self.alerts:
+                self.out.write(f"! {a}\n")
+        self.out.flush()
+
+
+def cmd_poll(args: argparse.Namespace) -> int:
+    from newsflow.connectors.poller import load_poller_config
+    from newsflow.flows.poller import run_poller_flow
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        registry = load_registry(args.registry)
+    except RegistryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    cfg = load_poller_config(args.config)
+    fetch = cfg.fetch
+    if args.allow_private:
+        fetch = replace(fetch, allow_private=True)
+    if args.timeout is not None:
+        fetch = replace(fetch, timeout_s=args.timeout)
+    cfg = replace(cfg, fetch=fetch)
+    feeds, problems = valid_feeds(registry, min_interval_s=cfg.policy.min_interval_s,
+                                  allow_private=fetch.allow_private,
+                                  allowed_networks=fetch.allowed_networks)
+    for p in problems:
+        print(p, file=sys.stderr)
+    if not feeds:
+        print("error: no valid feeds in the registry", file=sys.stderr)
+        return 2
+    if args.concurrency is not None:
+        cfg = replace(cfg, concurrency=args.concurrency)
+    if args.heartbeat is not None:
+        cfg = replace(cfg, heartbeat_s=args.heartbeat)
+    state_dir = None if args.no_state else Path(args.state_dir or default_state_dir(args.registry))
+    if state_dir is not None and cfg.blob_dir is None:
+        cfg = replace(cfg, blob_dir=str(state_dir / "blobs"))
+    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    if not args.no_create_topics:
+        from newsflow.config import Settings
+        from newsflow.connectors.topics import ensure_topics
+
+        ensure_topics(brokers, Settings(topics=cfg.topics))
+    progress = None if args.quiet else Progress(len(feeds) if args.once else None)
+    try:
+        run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
+                        progress=progress, snapshot_s=args.snapshot_interval)
+    except Exception as e:
+        # Ctrl-C / SIGTERM: Bytewax stops at an epoch boundary and raises "signal received"
+        if not isinstance(e, KeyboardInterrupt) and "signal received" not in str(e):
+            raise
+        if progress is not None:
+            progress.finish()
+        print("stopped; per-feed state saved at the last snapshot", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        if progress is not None:
+            progress.finish()
+        return 130
+    if progress is not None:
+        progress.finish()
+    return 0
+
+
+def cmd_import_opml(args: argparse.Namespace) -> int:
+    try:
+        text = Path(args.file).read_bytes()
+        existing = load_registry(args.registry).feeds if args.registry and Path(args.registry).exists() else ()
+        new = import_opml(text, default_tier=args.tier, default_language=args.language,
+                          existing_ids=[f.id for f in existing])
+    except (OSError, RegistryError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not args.registry:
+        sys.stdout.write(dump_registry(new, header=f"imported from {Path(args.file).name}"))
+        return 0
+    merged, added = merge_feeds(list(existing), new)
+    Path(args.registry).write_text(dump_registry(merged, header="newsflow feed registry"), encoding="utf-8")
+    print(f"{added} feeds added, {len(new) - added} already present -> {args.registry}")
+    return 0
+
+
+def cmd_export_opml(args: argparse.Namespace) -> int:
+    try:
+        registry = load_registry(args.registry)
+    except RegistryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text = export_opml(registry.feeds)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        registry = load_registry(args.registry)
+    except RegistryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    problems = check(registry)
+    for p in problems:
+        print(p)
+    errors = sum(p.level == "error" for p in problems)
+    warnings = len(problems) - errors
+    print(f"{len(registry.feeds)} feeds, {errors} errors, {warnings} warnings")
+    return 1 if errors else 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``poll`` and ``feeds`` to the ``newsflow`` command."""
+    p = subparsers.add_parser("poll", help="poll the registry's feeds into feeds.raw and feed-health")
+    p.add_argument("--registry", default=DEFAULT_REGISTRY, help="registry TOML (default feeds.toml)")
+    p.add_argument("--brokers", required=True, help="Kafka bootstrap servers HOST:PORT[,HOST:PORT]")
+    p.add_argument("--once", action="store_true", help="one round of due feeds, then exit (cron)")
+    p.add_argument("--force", action="store_true", help="with --once: poll all feeds, ignore schedules")
+    p.add_argument("--allow-private", action="store_true",
+                   help="allow private and loopback addresses (never link-local/metadata)")
+    p.add_argument("--config", help="TOML file with [poller], [poller.fetch], [poller.policy]")
+    p.add_argument("--state-dir", help="per-feed state (default <registry dir>/.newsflow-state/<name>)")
+    p.add_argument("--no-state", action="store_true", help="do not persist per-feed state")
+    p.add_argument("--snapshot-interval", type=float, default=5.0,
+                   help="seconds between state snapshots (polls after the last one are redone "
+                        "after a crash or Ctrl-C; default 5)")
+    p.add_argument("--concurrency", type=int, help="concurrent fetches (default 50)")
+    p.add_argument("--timeout", type=float, help="seconds per fetch attempt (default 30)")
+    p.add_argument("--heartbeat", type=float, help="seconds between heartbeat ticks (0: off)")
+    p.add_argument("--no-create-topics", action="store_true", help="do not create missing topics")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=cmd_poll)
+
+    f = subparsers.add_parser("feeds", help="feed registry: import/export OPML, check")
+    fs = f.add_subparsers(dest="feeds_cmd", required=True)
+    imp = fs.add_parser("import-opml", help="import an OPML subscription list")
+    imp.add_argument("file")
+    imp.add_argument("--registry", help="merge into this registry (created if missing); "
+                                        "default: print TOML to stdout")
+    imp.add_argument("--tier", default="T4", help="tier of imported feeds without one (default T4)")
+    imp.add_argument("--language", help="language of imported feeds without one")
+    imp.set_defaults(func=cmd_import_opml)
+    exp = fs.add_parser("export-opml", help="write the registry as OPML")
+    exp.add_argument("--registry", default=DEFAULT_REGISTRY)
+    exp.add_argument("-o", "--output", help="file (default stdout)")
+    exp.set_defaults(func=cmd_export_opml)
+    chk = fs.add_parser("check", help="validate the registry (exit 1 on errors)")
+    chk.add_argument("--registry", default=DEFAULT_REGISTRY)
+    chk.set_defaults(func=cmd_check)

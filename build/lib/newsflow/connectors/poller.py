@@ -1,0 +1,725 @@
+"""The feed poller: schedules polls, fetches (``connectors.http_fetch``), applies the polling
+rules (``newsflow.polling``) and turns every poll into Kafka records: the raw-payload envelope
+on ``feeds.raw`` (key ``feed_id``; only when there is a new body) and one ``feed-health`` record
+(key ``feed_id``) per poll, plus heartbeat ticks to every partition of ``feeds.raw``.
+
+Design: state across restarts
+-----------------------------
+The poller runs as a Bytewax dataflow (``flows/poller_flow.py``) whose input is
+:class:`PollerSource`, a ``FixedPartitionedSource``. Feeds are spread over a fixed number of
+source partitions by a stable hash (xxh3) of their *registrable domain*, so all feeds of one
+domain live in one partition: the per-domain politeness state (shared backoff, concurrency) is
+local to that partition and needs no coordination between workers. Each partition snapshots
+``{"v": 1, "feeds": {feed_id: FeedState fields}, "domains": {...}}`` -- ETag, Last-Modified,
+current URL, adaptive interval, next poll time, streaks, counters, 30-day buckets -- through
+Bytewax recovery (SQLite files in the state directory, written at every epoch end). On restart
+``build_part`` gets the last snapshot back and reconciles it with the registry (new feeds start
+fresh, removed feeds are dropped, a feed whose registry URL changed starts over).
+
+The snapshot only ever contains the state of polls whose records were already handed to the
+dataflow (states of polls finished but not yet emitted are held back), so after a crash a poll
+is either repeated or its records are in Kafka: at-least-once, like the rest of the pipeline.
+Snapshots are plain dicts of plain values (not pickled classes), so adding a field to
+:class:`~newsflow.polling.FeedState` does not break old state. Changing the number of source
+partitions re-shards the feeds and therefore starts their state over (like changing a Kafka
+topic's partition count); the default (4) allows up to 4 workers.
+
+Why not a JSON/SQLite state file of our own? Bytewax already gives atomic epoch snapshots that
+are consistent with what the sink flushed; a separate file would need its own two-phase
+commit with Kafka to get the same guarantee.
+
+Concurrency: each Bytewax worker runs one asyncio loop shared by its partitions, in short slices
+inside ``next_batch`` (never blocking the worker for long); a global semaphore caps concurrent
+fetches per worker and a per-domain semaphore caps them per registrable domain.
+
+Time: every timestamp (``fetched_at``, scheduling, Retry-After dates) comes from an injectable
+``clock`` returning epoch milliseconds, so tests and replays are deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
+from bytewax.outputs import DynamicSink, StatelessSinkPartition
+
+from newsflow.config import Topics
+from newsflow.connectors.http_fetch import FetchConfig, HttpFetcher
+from newsflow.core.hashing import bytes_id, shard_of
+from newsflow.feeds.urls import registrable_domain
+from newsflow.model.records import RawPayload
+from newsflow.polling.health import health_record
+from newsflow.polling.registry import FeedSpec
+from newsflow.polling.rules import (
+    conditional_headers,
+    decide_poll,
+    domain_backoff_remaining_ms,
+    reliability_score,
+    update_domain_backoff,
+)
+from newsflow.polling.safety import redact_url
+from newsflow.polling.state import (
+    DomainState,
+    FeedState,
+    FetchKind,
+    FetchOutcome,
+    PollPolicy,
+    reconcile_state,
+)
+from newsflow.wire.codec import encode_raw
+
+log = logging.getLogger("newsflow.poller")
+
+Clock = Callable[[], int]
+TICK_FEED_ID = "__tick__"
+SNAPSHOT_VERSION = 1
+
+
+def system_clock_ms() -> int:
+    """Wall clock in epoch milliseconds (the default poller clock)."""
+    return time.time_ns() // 1_000_000
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PollerConfig:
+    """Poller settings (``[poller]``, ``[poller.fetch]``, ``[poller.policy]`` in a TOML file)."""
+
+    topics: Topics = field(default_factory=Topics)
+    #: concurrent fetches per worker
+    concurrency: int = 50
+    #: concurrent fetches per registrable domain
+    per_domain_concurrency: int = 2
+    #: Bytewax source partitions (feeds sharded by registrable domain); keep it stable
+    partitions: int = 4
+    #: heartbeat tick to every feeds.raw partition every N seconds (0: off)
+    heartbeat_s: float = 30.0
+    #: bodies larger than this go to ``blob_dir`` (``body_ref``) instead of inline base64;
+    #: 700 kB -> ~933 kB of base64, under Kafka's default 1 MB message limit
+    max_inline_body_bytes: int = 700_000
+    #: where bodies over the inline limit are stored; None: they are reported ``too_large``
+    blob_dir: str | None = None
+    #: longest a partition runs the shared event loop inside one ``next_batch`` (s)
+    loop_slice_s: float = 0.05
+    #: longest an idle partition sleeps before re-checking its schedule (s)
+    idle_wakeup_s: float = 5.0
+    fetch: FetchConfig = field(default_factory=FetchConfig)
+    policy: PollPolicy = field(default_factory=PollPolicy)
+
+
+def _coerce_fields(cls: Any, data: Mapping[str, Any]) -> dict[str, Any]:
+    known = {f.name: f for f in fields(cls)}
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if k not in known:
+            msg = f"unknown poller setting {k!r}"
+            raise ValueError(msg)
+        if isinstance(v, list):
+            v = tuple(v)
+        if k == "transient_statuses":
+            v = frozenset(v)
+        out[k] = v
+    return out
+
+
+def load_poller_config(path: str | Path | None = None, **overrides: Any) -> PollerConfig:
+    """Defaults <- ``[poller]`` tables of a TOML file <- keyword overrides."""
+    cfg = PollerConfig()
+    if path is not None:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = dict(data.get("poller", data))
+        fetch = data.pop("fetch", None)
+        policy = data.pop("policy", None)
+        topics = data.pop("topics", None)
+        cfg = replace(cfg, **_coerce_fields(PollerConfig, data))
+        if fetch:
+            cfg = replace(cfg, fetch=replace(cfg.fetch, **_coerce_fields(FetchConfig, fetch)))
+        if policy:
+            cfg = replace(cfg, policy=replace(cfg.policy, **_coerce_fields(PollPolicy, policy)))
+        if topics:
+            cfg = replace(cfg, topics=replace(cfg.topics, **topics))
+    if overrides:
+        cfg = replace(cfg, **overrides)
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    """One message to produce. ``all_partitions``: one copy to every partition (heartbeat)."""
+
+    topic: str
+    key: bytes
+    value: bytes
+    timestamp_ms: int
+    partition: int | None = None
+    all_partitions: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PollEvent:
+    """What one poll (or tick) produced; ``status`` is the health status, ``"tick"`` or
+    ``"deferred"`` (held back by its domain's backoff: nothing polled, nothing emitted)."""
+
+    feed_id: str
+    status: str
+    records: tuple[KafkaRecord, ...]
+    at_ms: int
+    alert: str | None = None
+    http_status: int | None = None
+    response_ms: float | None = None
+
+
+def tick_event(now_ms: int, topics: Topics) -> PollEvent:
+    """Heartbeat: ``RawPayload("__tick__", "", status=0, body=None)`` to every partition of
+    feeds.raw, so the dataflow's event-time clock advances on quiet streams."""
+    key, value = encode_raw(RawPayload(feed_id=TICK_FEED_ID, url="", status=0, body=None,
+                                       fetched_at_ms=now_ms))
+    rec = KafkaRecord(topics.raw, key, value, now_ms, all_partitions=True)
+    return PollEvent(TICK_FEED_ID, "tick", (rec,), now_ms)
+
+
+# --------------------------------------------------------------------------------------------
+# State (de)serialization: plain dicts, tolerant to added/removed fields
+# --------------------------------------------------------------------------------------------
+
+_FEED_FIELDS = tuple(f.name for f in fields(FeedState))
+_DOMAIN_FIELDS = tuple(f.name for f in fields(DomainState))
+
+
+def state_to_dict(s: FeedState) -> dict[str, Any]:
+    return {n: getattr(s, n) for n in _FEED_FIELDS}
+
+
+def state_from_dict(d: Mapping[str, Any]) -> FeedState | None:
+    try:
+        kw = {k: v for k, v in d.items() if k in _FEED_FIELDS}
+        if "item_keys" in kw:
+            kw["item_keys"] = frozenset(kw["item_keys"])
+        if "daily" in kw:
+            kw["daily"] = tuple(tuple(b) for b in kw["daily"])
+        return FeedState(**kw)
+    except TypeError:  # missing required fields: unusable, start over
+        return None
+
+
+def domain_to_dict(s: DomainState) -> dict[str, Any]:
+    return {n: getattr(s, n) for n in _DOMAIN_FIELDS}
+
+
+def domain_from_dict(d: Mapping[str, Any]) -> DomainState | None:
+    try:
+        return DomainState(**{k: v for k, v in d.items() if k in _DOMAIN_FIELDS})
+    except TypeError:
+        return None
+
+
+def restore_snapshot(snap: Any) -> tuple[dict[str, FeedState], dict[str, DomainState]]:
+    """Feed and domain states from a partition snapshot (unknown versions -> empty)."""
+    if not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION:
+        return {}, {}
+    feeds = {fid: st for fid, d in (snap.get("feeds") or {}).items()
+             if (st := state_from_dict(d)) is not None}
+    domains = {dom: ds for dom, d in (snap.get("domains") or {}).items()
+               if (ds := domain_from_dict(d)) is not None}
+    return feeds, domains
+
+
+# --------------------------------------------------------------------------------------------
+# The engine (asyncio; usable without Bytewax)
+# --------------------------------------------------------------------------------------------
+
+
+def feed_partition(feed: FeedSpec, partitions: int) -> int:
+    """Source partition of a feed: stable hash of its registry URL's registrable domain."""
+    return shard_of(registrable_domain(feed.url) or feed.id, max(partitions, 1))
+
+
+class PollEngine:
+    """Polls a set of feeds with per-feed state and per-domain politeness.
+
+    ``poll_feed`` never raises for network trouble; ``states``/``domains`` always hold the
+    latest state (the Bytewax partition decides what gets snapshotted).
+    """
+
+    def __init__(
+        self,
+        feeds: Iterable[FeedSpec],
+        config: PollerConfig | None = None,
+        *,
+        clock: Clock = system_clock_ms,
+        fetcher: HttpFetcher | None = None,
+        states: Mapping[str, FeedState] | None = None,
+        domains: Mapping[str, DomainState] | None = None,
+        semaphore: asyncio.Semaphore | None = None,
+    ) -> None:
+        self.config = config or PollerConfig()
+        self.policy = self.config.policy
+        self.clock = clock
+        self._own_fetcher = fetcher is None
+        self.fetcher = fetcher or HttpFetcher(self.config.fetch, policy=self.policy)
+        now = clock()
+        saved = states or {}
+        self.feeds: dict[str, FeedSpec] = {}
+        self.states: dict[str, FeedState] = {}
+        for f in feeds:
+            self.feeds[f.id] = f
+            self.states[f.id] = reconcile_state(saved.get(f.id), f.id, f.url, interval_s=f.interval_s,
+                                                feed_type=f.feed_type, policy=self.policy, now_ms=now)
+        self.domains: dict[str, DomainState] = dict(domains or {})
+        self.in_flight: set[str] = set()
+        self._sem = semaphore
+        self._domain_sems: dict[str, asyncio.Semaphore] = {}
+
+    # -- scheduling ------------------------------------------------------------------------
+    def domain_of(self, feed_id: str) -> str:
+        return registrable_domain(self.states[feed_id].url) or feed_id
+
+    def due(self, now_ms: int, *, force: bool = False) -> list[FeedSpec]:
+        """Feeds to poll now (``force``: ignore their schedule, not their domain's backoff)."""
+        out: list[tuple[int, str]] = []
+        for fid, st in self.states.items():
+            if fid in self.in_flight or st.dead or st.next_poll_ms is None:
+                continue
+            if not force and st.next_poll_ms > now_ms:
+                continue
+            if domain_backoff_remaining_ms(self.domains.get(self.domain_of(fid)), now_ms) > 0:
+                continue
+            out.append((st.next_poll_ms, fid))
+        out.sort()
+        return [self.feeds[fid] for _, fid in out]
+
+    def next_wakeup_ms(self) -> int | None:
+        """Earliest time a feed may become due (respecting domain backoff); None: never."""
+        best: int | None = None
+        for fid, st in self.states.items():
+            if fid in self.in_flight or st.dead or st.next_poll_ms is None:
+                continue
+            d = self.domains.get(self.domain_of(fid))
+            t = max(st.next_poll_ms, d.backoff_until_ms if d else 0)
+            best = t if best is None else min(best, t)
+        return best
+
+    # -- polling ---------------------------------------------------------------------------
+    def _global_sem(self) -> asyncio.Semaphore:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.config.concurrency)
+        return self._sem
+
+    def _domain_sem(self, domain: str) -> asyncio.Semaphore:
+        sem = self._domain_sems.get(domain)
+        if sem is None:
+            sem = self._domain_sems[domain] = asyncio.Semaphore(self.config.per_domain_concurrency)
+        return sem
+
+    async def poll_feed(self, feed: FeedSpec) -> PollEvent:
+        fid = feed.id
+        self.in_flight.add(fid)
+        try:
+            async with self._global_sem():
+                dom = self.domain_of(fid)
+                async with self._domain_sem(dom):
+                    now = self.clock()
+                    if domain_backoff_remaining_ms(self.domains.get(dom), now) > 0:
+                        return PollEvent(fid, "deferred", (), now)
+                    state = self.states[fid]
+                    try:
+                        outcome = await self.fetcher.fetch(state.url, conditional_headers(state),
+                                                           auth_url=feed.url)
+                    except Exception as e:  # the fetcher should not raise; never let one feed
+                        log.exception("fetch of %s failed unexpectedly", fid)  # stop the others
+                        outcome = FetchOutcome(FetchKind.PROTOCOL_ERROR, redact_url(state.url),
+                                               error=f"unexpected {type(e).__name__}")
+                    return self.apply(feed, state, outcome, self.clock(), dom)
+        finally:
+            self.in_flight.discard(fid)
+
+    def _store_blob(self, body: bytes) -> str:
+        assert self.config.blob_dir is not None
+        h = bytes_id(body, 16)
+        path = Path(self.config.blob_dir) / h[:2] / h
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_bytes(body)
+            tmp.replace(path)
+        return path.resolve().as_uri()
+
+    def apply(self, feed: FeedSpec, state: FeedState, outcome: FetchOutcome, now_ms: int,
+              domain: str) -> PollEvent:
+        """Decide (pure rules), update state, build the records of one poll."""
+        body_ref: str | None = None
+        body = outcome.body
+        limit = self.config.max_inline_body_bytes
+        if body is not None and len(body) > limit and self.config.blob_dir is None:
+            outcome = replace(outcome, kind=FetchKind.TOO_LARGE, body=None,
+                              error=f"body of {len(body)} bytes over the inline limit of "
+                                    f"{limit} and no blob_dir")
+        verdict = decide_poll(state, outcome, now_ms, self.policy)
+        self.states[feed.id] = verdict.state
+        dstate = self.domains.get(domain) or DomainState(domain)
+        self.domains[domain] = update_domain_backoff(
+            dstate, rate_limited=verdict.rate_limited, retry_after_s=verdict.retry_after_s,
+            server_trouble=verdict.server_trouble, success=verdict.success, now_ms=now_ms,
+            policy=self.policy)
+        records: list[KafkaRecord] = []
+        topics = self.config.topics
+        if verdict.emit_body and outcome.body is not None:
+            inline: bytes | None = outcome.body
+            if len(outcome.body) > self.config.max_inline_body_bytes:
+                body_ref, inline = self._store_blob(outcome.body), None
+            h = outcome.headers
+            raw = RawPayload(
+                feed_id=feed.id,
+                url=redact_url(state.url),
+                fetched_at_ms=now_ms,
+                status=outcome.status or 0,
+                body=inline,
+                etag=h.get("etag"),
+                last_modified=h.get("last-modified"),
+                content_type=h.get("content-type"),
+                final_url=outcome.final_url,
+                publisher=feed.publisher,
+                tier=feed.tier,
+                category=feed.category,
+                language=feed.language,
+                body_ref=body_ref,
+                # 30-day poll success ratio: the flow's authority score multiplies by it
+                reliability=reliability_score(verdict.state.daily, now_ms,
+                                              self.policy.reliability_window_days),
+            )
+            key, value = encode_raw(raw)
+            records.append(KafkaRecord(topics.raw, key, value, now_ms))
+        health = health_record(verdict, outcome, now_ms, self.policy, domain=domain)
+        records.append(KafkaRecord(topics.feed_health, feed.id.encode(), orjson.dumps(health), now_ms))
+        if verdict.alerts:
+            log.warning("feed %s: %s", feed.id, health["alert"])
+        return PollEvent(feed.id, verdict.status, tuple(records), now_ms, alert=health["alert"],
+                         http_status=outcome.status, response_ms=health["response_ms"])
+
+    async def poll_round(self, *, force: bool = False) -> list[PollEvent]:
+        """Poll every due feed once, concurrently (bounded); returns the events in feed order."""
+        due = self.due(self.clock(), force=force)
+        return list(await asyncio.gather(*(self.poll_feed(f) for f in due)))
+
+    async def aclose(self) -> None:
+        if self._own_fetcher:
+            await self.fetcher.aclose()
+
+
+# --------------------------------------------------------------------------------------------
+# Bytewax source: per-worker event loop, partitions, heartbeat
+# --------------------------------------------------------------------------------------------
+
+FetcherFactory = Callable[[PollerConfig], HttpFetcher]
+_worker_local = threading.local()
+
+
+class _WorkerLoop:
+    """One asyncio loop + fetcher + concurrency semaphore per Bytewax worker thread, shared by
+    that worker's partitions (each runs the loop in short slices inside ``next_batch``)."""
+
+    def __init__(self, config: PollerConfig, fetcher_factory: FetcherFactory | None) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.fetcher = (fetcher_factory or (lambda c: HttpFetcher(c.fetch, policy=c.policy)))(config)
+        self.semaphore = asyncio.Semaphore(config.concurrency)
+        self.users = 0
+
+    @classmethod
+    def acquire(cls, config: PollerConfig, fetcher_factory: FetcherFactory | None) -> _WorkerLoop:
+        wl: _WorkerLoop | None = getattr(_worker_local, "loop", None)
+        if wl is None or wl.loop.is_closed():
+            wl = cls(config, fetcher_factory)
+            _worker_local.loop = wl
+        wl.users += 1
+        return wl
+
+    def release(self) -> None:
+        self.users -= 1
+        if self.users <= 0:
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(self.fetcher.aclose())
+            self.loop.close()
+            if getattr(_worker_local, "loop", None) is self:
+                _worker_local.loop = None
+
+
+class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
+    def __init__(
+        self,
+        feeds: Sequence[FeedSpec],
+        resume_state: Any,
+        config: PollerConfig,
+        *,
+        clock: Clock,
+        once: bool,
+        force: bool,
+        final_tick: bool,
+        fetcher_factory: FetcherFactory | None,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._once = once
+        self._force = force
+        self._final_tick = final_tick
+        self._wl = _WorkerLoop.acquire(config, fetcher_factory)
+        states, domains = restore_snapshot(resume_state)
+        self._engine = PollEngine(feeds, config, clock=clock, fetcher=self._wl.fetcher,
+                                  states=states, domains=domains, semaphore=self._wl.semaphore)
+        # what the last snapshot may contain: states whose records were already emitted
+        self._emitted: dict[str, dict[str, Any]] = {
+            fid: state_to_dict(st) for fid, st in self._engine.states.items()}
+        self._tasks: set[asyncio.Task[PollEvent]] = set()
+        self._started = False
+        self._done = False
+
+    def _start(self, feeds: Iterable[FeedSpec]) -> None:
+        for f in feeds:
+            self._tasks.add(self._wl.loop.create_task(self._engine.poll_feed(f)))
+
+    def next_batch(self) -> list[PollEvent]:
+        if self._done:
+            raise StopIteration
+        now = self._clock()
+        if self._once:
+            if not self._started:
+                self._start(self._engine.due(now, force=self._force))
+        else:
+            self._start(self._engine.due(now))
+        self._started = True
+        if self._tasks:
+            self._wl.loop.run_until_complete(asyncio.wait(
+                self._tasks, timeout=self._config.loop_slice_s, return_when=asyncio.FIRST_COMPLETED))
+        events: list[PollEvent] = []
+        for t in [t for t in self._tasks if t.done()]:
+            self._tasks.discard(t)
+            ev = t.result()
+            st = self._engine.states.get(ev.feed_id)
+            if st is not None:
+                self._emitted[ev.feed_id] = state_to_dict(st)
+            if ev.status != "deferred":
+                events.append(ev)
+        if self._once and not self._tasks:
+            self._done = True
+            if self._final_tick:
+                events.append(tick_event(self._clock(), self._config.topics))
+            if not events:
+                raise StopIteration
+        return events
+
+    def next_awake(self) -> datetime | None:
+        if self._done or self._tasks or self._once:
+            return None
+        nxt = self._engine.next_wakeup_ms()
+        idle_ms = self._config.idle_wakeup_s * 1000
+        delay_ms = idle_ms if nxt is None else min(max(0, nxt - self._clock()), idle_ms)
+        return datetime.now(UTC) + timedelta(milliseconds=delay_ms)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "v": SNAPSHOT_VERSION,
+            "feeds": dict(self._emitted),
+            "domains": {d: domain_to_dict(s) for d, s in self._engine.domains.items()},
+        }
+
+    def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self._tasks:
+            with contextlib.suppress(Exception):
+                self._wl.loop.run_until_complete(asyncio.wait(self._tasks, timeout=1.0))
+        self._tasks.clear()
+        self._wl.release()
+
+
+class PollerSource(FixedPartitionedSource[PollEvent, dict[str, Any]]):
+    """Feeds sharded by registrable domain into ``config.partitions`` partitions.
+
+    ``once``: poll every due feed (all of them with ``force``) once, then end; partition 0
+    ends with a heartbeat tick. Otherwise poll forever on each feed's schedule.
+    """
+
+    def __init__(
+        self,
+        feeds: Sequence[FeedSpec],
+        config: PollerConfig | None = None,
+        *,
+        clock: Clock = system_clock_ms,
+        once: bool = False,
+        force: bool = False,
+        fetcher_factory: FetcherFactory | None = None,
+    ) -> None:
+        self.feeds = list(feeds)
+        self.config = config or PollerConfig()
+        self.clock = clock
+        self.once = once
+        self.force = force
+        self.fetcher_factory = fetcher_factory
+
+    def list_parts(self) -> list[str]:
+        return [f"feeds-{i}" for i in range(self.config.partitions)]
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Any) -> _PollerPartition:
+        i = int(for_part.rsplit("-", 1)[1])
+        mine = [f for f in self.feeds if feed_partition(f, self.config.partitions) == i]
+        return _PollerPartition(mine, resume_state, self.config, clock=self.clock, once=self.once,
+                                force=self.force,
+                                final_tick=self.once and i == 0 and self.config.heartbeat_s > 0,
+                                fetcher_factory=self.fetcher_factory)
+
+
+class _HeartbeatPartition(StatefulSourcePartition[PollEvent, None]):
+    def __init__(self, interval_s: float, clock: Clock, topics: Topics) -> None:
+        self._interval = interval_s
+        self._clock = clock
+        self._topics = topics
+        self._next = time.monotonic()
+
+    def next_batch(self) -> list[PollEvent]:
+        mono = time.monotonic()
+        if mono < self._next:
+            return []
+        self._next = mono + self._interval
+        return [tick_event(self._clock(), self._topics)]
+
+    def next_awake(self) -> datetime | None:
+        return datetime.now(UTC) + timedelta(seconds=max(0.0, self._next - time.monotonic()))
+
+    def snapshot(self) -> None:
+        return None
+
+
+class HeartbeatSource(FixedPartitionedSource[PollEvent, None]):
+    """One tick every ``interval_s`` (system time) stamped with the poller clock."""
+
+    def __init__(self, interval_s: float, *, clock: Clock = system_clock_ms,
+                 topics: Topics | None = None) -> None:
+        self.interval_s = interval_s
+        self.clock = clock
+        self.topics = topics or Topics()
+
+    def list_parts(self) -> list[str]:
+        return ["heartbeat"]
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Any) -> _HeartbeatPartition:
+        return _HeartbeatPartition(self.interval_s, self.clock, self.topics)
+
+
+# --------------------------------------------------------------------------------------------
+# Kafka sink (confluent_kafka): any topic, explicit partitions, fan-out for ticks
+# --------------------------------------------------------------------------------------------
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger.ms": 20,
+    "compression.type": "lz4",
+    "enable.idempotence": True,
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+}
+
+
+class _KafkaRecordPartition(StatelessSinkPartition[KafkaRecord]):
+    def __init__(self, brokers: Sequence[str], add_config: Mapping[str, Any] | None) -> None:
+        from confluent_kafka import Producer
+
+        self._p = Producer({**PRODUCER_DEFAULTS, **(add_config or {}),
+                            "bootstrap.servers": ",".join(brokers)})
+        self._errors: list[str] = []
+        self._parts: dict[str, tuple[float, int]] = {}
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"{msg.topic()}: {err}")
+
+    def _partition_count(self, topic: str) -> int:
+        cached = self._parts.get(topic)
+        if cached and cached[0] > time.monotonic():
+            return cached[1]
+        md = self._p.list_topics(topic, timeout=10)
+        t = md.topics.get(topic)
+        n = len(t.partitions) if t is not None and t.error is None and t.partitions else 1
+        self._parts[topic] = (time.monotonic() + 60.0, n)
+        return n
+
+    def _produce(self, r: KafkaRecord, partition: int | None) -> None:
+        kw: dict[str, Any] = {"key": r.key, "value": r.value, "timestamp": r.timestamp_ms,
+                              "on_delivery": self._on_delivery}
+        if partition is not None:
+            kw["partition"] = partition
+        while True:
+            try:
+                self._p.produce(r.topic, **kw)
+                return
+            except BufferError:  # local queue full (Bytewax #522): let it drain
+                self._p.poll(0.1)
+
+    def write_batch(self, items: list[KafkaRecord]) -> None:
+        for r in items:
+            if r.all_partitions:
+                for part in range(self._partition_count(r.topic)):
+                    self._produce(r, part)
+            else:
+                self._produce(r, r.partition)
+            self._p.poll(0)
+        # at-least-once: the epoch (and the source snapshot) closes only after delivery
+        if self._p.flush(60) > 0:
+            msg = "Kafka producer could not deliver all records within 60 s"
+            raise RuntimeError(msg)
+        if self._errors:
+            errs, self._errors = self._errors, []
+            msg = f"Kafka delivery failed: {errs[:3]}"
+            raise RuntimeError(msg)
+
+    def close(self) -> None:
+        self._p.flush(30)
+
+
+class KafkaRecordSink(DynamicSink[KafkaRecord]):
+    """Produces :class:`KafkaRecord` values with confluent_kafka (flush per batch)."""
+
+    def __init__(self, brokers: Sequence[str], add_config: Mapping[str, Any] | None = None) -> None:
+        self.brokers = list(brokers)
+        self.add_config = dict(add_config or {})
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _KafkaRecordPartition:
+        return _KafkaRecordPartition(self.brokers, self.add_config)
+
+
+__all__ = [
+    "TICK_FEED_ID",
+    "Clock",
+    "HeartbeatSource",
+    "KafkaRecord",
+    "KafkaRecordSink",
+    "PollEngine",
+    "PollEvent",
+    "PollerConfig",
+    "PollerSource",
+    "feed_partition",
+    "load_poller_config",
+    "restore_snapshot",
+    "state_from_dict",
+    "state_to_dict",
+    "system_clock_ms",
+    "tick_event",
+]

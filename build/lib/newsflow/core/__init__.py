@@ -1,0 +1,2 @@
+"""Shared primitives: stable hashes (never ``hash()``), event-time conversions, the watermark aligner.
+"""

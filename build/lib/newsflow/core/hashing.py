@@ -1,0 +1,27 @@
+"""Stable hashes. Never Python's ``hash()``: it is salted per process, so routing and ids
+would differ between runs and between workers."""
+
+from __future__ import annotations
+
+import hashlib
+
+import xxhash
+
+
+def stable_id(*parts: str, size: int = 8) -> str:
+    """Hex blake2b digest of the parts (NUL-separated): stable ids for records."""
+    h = hashlib.blake2b(digest_size=size)
+    for i, p in enumerate(parts):
+        if i:
+            h.update(b"\x00")
+        h.update(p.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def bytes_id(data: bytes, size: int = 8) -> str:
+    return hashlib.blake2b(data, digest_size=size).hexdigest()
+
+
+def shard_of(key: str, shards: int) -> int:
+    """Stable shard number of a key (xxh3, fast), the same in every process and run."""
+    return xxhash.xxh3_64_intdigest(key.encode("utf-8", "surrogatepass")) % shards

@@ -1,0 +1,243 @@
+"""Exact dedup, layers 1–2 of 000 Step 3, as the pure state of ONE shard.
+
+The flow keys articles by ``dedup_shard_key`` (a stable hash of the registrable domain of the
+article's URL, so GUID and URL matches of one publisher's article land in the same shard) and
+keeps one :class:`DedupShard` per key. Nothing here reads the wall clock: ``advance(watermark)``
+is driven by event-time ticks, and all state expires ``window_ms`` after it was last seen.
+
+Layer 1 (GUID): same GUID + same content hash -> ``exact_duplicate`` (or, from the feed that
+already served it, a re-poll: counted, not emitted); same GUID + changed content from the same
+publisher -> ``revision`` (the record lists the changed fields); from another publisher (a
+syndicated copy with edits) -> ``exact_duplicate`` listing what differs, so a syndicator can't
+overwrite the original. Layer 2 (canonical URL): same URL, other GUID ->
+``exact_duplicate``; the copy with more content becomes the stored (``preferred``) version.
+Every decision links the copy into ``seen_in`` (feeds/publishers it was seen in), never hides it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from newsflow.core.hashing import shard_of, stable_id
+from newsflow.feeds.urls import canonicalize_url, registrable_domain
+from newsflow.model.records import Article, DedupInfo, Sighting
+
+#: how many earlier content hashes of a GUID are remembered (old versions re-served by a
+#: lagging feed or mirror are duplicates, not new revisions: no flip-flopping)
+KNOWN_HASHES = 4
+
+
+def dedup_shard_key(article: Article, shards: int) -> str:
+    """Routing key of the dedup state for an article (stable across processes and runs).
+
+    The registrable domain of the GUID when the GUID is a URL (syndicated copies often keep
+    the originating publisher's permalink as GUID), else of the canonical URL: so both a GUID
+    match and a URL match of the same article normally meet in one shard.
+    """
+    g = article.guid
+    basis = canonicalize_url(g) if g.startswith(("http://", "https://")) else None
+    basis = basis or article.canonical_url or article.url
+    dom = registrable_domain(basis) if basis else f"feed:{article.feed_id}"
+    return f"dd{shard_of(dom, shards):03d}"
+
+
+@dataclass(slots=True)
+class Cluster:
+    """A group of exact copies (layers 1–2): its stored version and every sighting."""
+
+    root_id: str
+    title: str
+    url: str | None
+    publisher: str
+    feed_id: str
+    tier: str | None
+    published_ms: int
+    first_ms: int
+    last_ms: int
+    word_count: int
+    sightings: list[Sighting] = field(default_factory=list)
+    revisions: int = 0
+
+    def publishers(self) -> int:
+        return len({s.publisher for s in self.sightings})
+
+
+@dataclass(slots=True)
+class GuidEntry:
+    article_id: str
+    publisher: str
+    content_hash: str
+    known_hashes: tuple[str, ...]
+    title: str
+    body_hash: str
+    url: str | None
+    published_at: str
+    author: str | None
+    categories: tuple[str, ...]
+    media: tuple[str, ...]
+    feeds: set[str]
+    cluster: Cluster
+    revision_no: int
+    last_ms: int
+    #: other publishers' copies of this GUID: publisher -> (their last content hash, version no)
+    copies: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+
+def changed_fields(old: GuidEntry, a: Article) -> tuple[str, ...]:
+    """Which fields a revision changed, in schema order."""
+    out = []
+    if old.title != a.title:
+        out.append("title")
+    if old.body_hash != stable_id(a.body_text):
+        out.append("body")
+    if old.url != a.canonical_url:
+        out.append("url")
+    if old.published_at != a.published_at:
+        out.append("published_at")
+    if old.author != a.author:
+        out.append("author")
+    if old.categories != a.categories:
+        out.append("categories")
+    if old.media != tuple(m.url for m in a.media):
+        out.append("media")
+    return tuple(out)
+
+
+@dataclass(slots=True)
+class DedupShard:
+    """The layer 1–2 state of one shard. Call :meth:`process` per article (in seq order)."""
+
+    window_ms: int
+    emit_repolls: bool = False
+    by_guid: dict[str, GuidEntry] = field(default_factory=dict)
+    by_url: dict[str, Cluster] = field(default_factory=dict)
+    watermark: int = 0
+    last_sweep: int = 0
+    counters: Counter[str] = field(default_factory=Counter)
+
+    def _sighting(self, a: Article) -> Sighting:
+        return Sighting(a.feed_id, a.publisher, a.url or a.guid, a.fetched_at, a.article_id)
+
+    def _entry(self, a: Article, cluster: Cluster) -> GuidEntry:
+        return GuidEntry(
+            article_id=a.article_id, publisher=a.publisher, content_hash=a.content_hash, known_hashes=(a.content_hash,),
+            title=a.title, body_hash=stable_id(a.body_text), url=a.canonical_url,
+            published_at=a.published_at, author=a.author, categories=a.categories,
+            media=tuple(m.url for m in a.media), feeds={a.feed_id}, cluster=cluster,
+            revision_no=0, last_ms=a.fetched_ms,
+        )
+
+    def process(self, a: Article) -> DedupInfo | None:
+        """Decide about one article; ``None`` = a re-poll of an unchanged item (counted only)."""
+        now = a.fetched_ms
+        if now > self.watermark:
+            self.watermark = now
+        g = self.by_guid.get(a.guid)
+        if g is not None:
+            c = g.cluster
+            g.last_ms = c.last_ms = max(c.last_ms, now)
+            if a.content_hash in g.known_hashes:
+                if a.feed_id in g.feeds:
+                    self.counters["repoll_unchanged"] += 1
+                    if not self.emit_repolls:
+                        return None
+                    return DedupInfo("exact_duplicate", "guid", c.root_id, seen_in=tuple(c.sightings),
+                                     revision_no=g.revision_no)
+                g.feeds.add(a.feed_id)
+                if a.publisher != g.publisher:
+                    g.copies.setdefault(a.publisher, (a.content_hash, 0))
+                c.sightings.append(self._sighting(a))
+                self.counters["exact_duplicate_guid"] += 1
+                return DedupInfo("exact_duplicate", "guid", c.root_id, seen_in=tuple(c.sightings))
+            changed = changed_fields(g, a)
+            if a.publisher != g.publisher:
+                # another publisher's copy of the GUID with edits (syndication): a duplicate
+                # that says what differs; only the GUID's own publisher can revise the original.
+                # The copy's own later edits are versions of the copy (key ...#rN).
+                prev = g.copies.get(a.publisher)
+                if prev is not None and prev[0] == a.content_hash:
+                    self.counters["repoll_unchanged"] += 1
+                    return None
+                n = 0 if prev is None else prev[1] + 1
+                g.copies[a.publisher] = (a.content_hash, n)
+                g.feeds.add(a.feed_id)
+                if prev is None:
+                    c.sightings.append(self._sighting(a))
+                self.counters["exact_duplicate_guid_edited"] += 1
+                return DedupInfo("exact_duplicate", "guid", c.root_id, changed=changed,
+                                 seen_in=tuple(c.sightings), revision_no=n)
+            # same GUID, new content from its publisher: a revision; the stored version is this
+            g.revision_no += 1
+            g.content_hash = a.content_hash
+            g.known_hashes = (a.content_hash, *g.known_hashes)[:KNOWN_HASHES]
+            g.title, g.body_hash, g.url = a.title, stable_id(a.body_text), a.canonical_url
+            g.published_at, g.author, g.categories = a.published_at, a.author, a.categories
+            g.media = tuple(m.url for m in a.media)
+            g.feeds.add(a.feed_id)
+            if a.canonical_url and a.canonical_url not in self.by_url:
+                self.by_url[a.canonical_url] = c
+            if c.root_id == g.article_id:
+                c.title, c.url, c.word_count = a.title, a.url, a.word_count
+                c.published_ms = a.published_ms
+            c.revisions += 1
+            if not any(s.feed_id == a.feed_id and s.article_id == a.article_id for s in c.sightings):
+                c.sightings.append(self._sighting(a))
+            self.counters["revision"] += 1
+            dup_of = c.root_id if c.root_id != a.article_id else None
+            return DedupInfo("revision", "guid", dup_of, changed=changed, seen_in=tuple(c.sightings),
+                             revision_no=g.revision_no)
+        c2 = self.by_url.get(a.canonical_url) if a.canonical_url else None
+        if c2 is not None:
+            c2.last_ms = max(c2.last_ms, now)
+            self.by_guid[a.guid] = self._entry(a, c2)
+            c2.sightings.append(self._sighting(a))
+            preferred = a.word_count > c2.word_count
+            if preferred:  # keep the version with more content (000 Step 3 layer 2)
+                c2.word_count, c2.title = a.word_count, a.title
+                self.counters["url_duplicate_preferred"] += 1
+            self.counters["exact_duplicate_url"] += 1
+            return DedupInfo("exact_duplicate", "url", c2.root_id, preferred=preferred,
+                             seen_in=tuple(c2.sightings))
+        c = Cluster(
+            root_id=a.article_id, title=a.title, url=a.url, publisher=a.publisher, feed_id=a.feed_id,
+            tier=a.tier, published_ms=a.published_ms, first_ms=now, last_ms=now,
+            word_count=a.word_count, sightings=[self._sighting(a)],
+        )
+        self.by_guid[a.guid] = self._entry(a, c)
+        if a.canonical_url:
+            self.by_url[a.canonical_url] = c
+        self.counters["unique"] += 1
+        return DedupInfo("unique", None, None, seen_in=tuple(c.sightings))
+
+    def advance(self, watermark: int) -> None:
+        """Event time moved on: expire state not seen for ``window_ms``.
+
+        Sweeps run when the watermark has moved by 1/24 of the window since the last one, so an
+        entry lives between ``window_ms`` and ``window_ms * 25/24`` after its last sighting.
+        """
+        if watermark > self.watermark:
+            self.watermark = watermark
+        if self.watermark - self.last_sweep < self.window_ms // 24:
+            return
+        self.last_sweep = self.watermark
+        cutoff = self.watermark - self.window_ms
+        dead = [k for k, g in self.by_guid.items() if g.last_ms < cutoff]
+        for k in dead:
+            del self.by_guid[k]
+        dead_urls = [k for k, c in self.by_url.items() if c.last_ms < cutoff]
+        for k in dead_urls:
+            del self.by_url[k]
+        self.counters["expired"] += len(dead) + len(dead_urls)
+
+    def clusters_first_seen_in(self, start_ms: int, end_ms: int) -> list[Cluster]:
+        """Live clusters whose first sighting falls in ``[start_ms, end_ms)`` (for digests)."""
+        seen: dict[str, Cluster] = {}
+        for g in self.by_guid.values():
+            c = g.cluster
+            if start_ms <= c.first_ms < end_ms:
+                seen[c.root_id] = c
+        return list(seen.values())
+
+    def __len__(self) -> int:
+        return len(self.by_guid)

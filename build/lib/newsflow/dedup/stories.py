@@ -1,0 +1,1017 @@
+"""Dedup layers 3-5 and online story ids: pure domain code (no Bytewax, no Kafka).
+
+Spec: 000 Step 3 Layers 3-5 and the dispositions; 001 "Deduplication Strategies" and the
+"Dedup Decision Matrix"; 003 (Jaro-Winkler alternative). Four pieces, so that a dataflow can
+shard the state by key:
+
+1. :func:`featurize` — stateless: article -> compact :class:`StoryFeatures` (title words, LSH
+   band keys of the title word-set MinHash and of the body-shingle MinHash, b-bit body
+   signature, SimHash, first-sentence keys, entity keys, story-matching terms, publisher, time).
+2. :class:`BandIndex` — the keyed state of ONE band/bucket shard: bucket key -> recent refs,
+   kept in event-time slabs so that expiry drops whole slabs (no per-entry timers).
+3. :func:`decide` — pure: the decision matrix of 001 applied to an article and its candidates
+   -> (disposition, layer, matched_ref).
+4. :class:`StoryAssigner` — composes them in one process (tests, offline eval, single-key
+   fallback) and gives every article a stable ``story_id``, the story's member count and its
+   number of distinct publishers. Beyond the seed it can match an article to the *centroid* of
+   an open story (TF-IDF over title + URL-slug terms with IDF learned online from the window):
+   layer ``"story"``, disposition ``same_event``; see ``bench/README-stories.md`` for why.
+
+Event time only: "now" is always passed in; all state expires ``window_ms`` (72 h) after the
+event time of its slab. Hashes are stable (xxh3/sha1), never Python's ``hash()``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from itertools import pairwise
+from typing import Any, NamedTuple, Protocol
+
+import xxhash
+
+from newsflow.core.hashing import shard_of, stable_id
+from newsflow.dedup.similarity import (
+    compress_signature,
+    first_sentences,
+    first_sentences_overlap,
+    hamming,
+    lsh_band_keys_bulk,
+    minhash_signatures,
+    sentence_key,
+    signature_jaccard,
+    simhash64,
+    title_jaccard,
+    title_jaro_winkler,
+    title_overlap_coefficient,
+)
+from newsflow.text.entities import entity_keys, entity_overlap, extract_entities
+from newsflow.text.titles import content_tokens, normalize_title, url_slug_tokens, word_shingles
+
+__all__ = [
+    "PRESETS",
+    "SEED",
+    "TUNED",
+    "ArticleLike",
+    "BandIndex",
+    "Decision",
+    "StoryAssigner",
+    "StoryAssignment",
+    "StoryConfig",
+    "StoryFeatures",
+    "StoryInput",
+    "StoryPostings",
+    "StoryState",
+    "decide",
+    "featurize",
+    "featurize_batch",
+    "key_shard",
+    "match_story_centroid",
+    "story_id_for",
+    "title_similarity",
+]
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+
+# Dispositions (000 Step 3) and layers (model.DedupInfo.layer; "story" = centroid match).
+UNIQUE = "unique"
+NEAR_DUPLICATE = "near_duplicate"
+SAME_EVENT = "same_event"
+REVISION = "revision"
+EXACT_DUPLICATE = "exact_duplicate"
+
+
+# --- configuration ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoryConfig:
+    """Thresholds of layers 3-5 and of story matching. Presets: :data:`SEED`, :data:`TUNED`."""
+
+    name: str = "tuned"
+    #: event-time window of all state (000 Step 3: "all articles from the past 72 hours")
+    window_ms: int = 72 * HOUR_MS
+    #: granularity of expiry: state lives between window_ms and window_ms + slab_ms
+    slab_ms: int = 12 * HOUR_MS
+    # Layer 3 — title similarity over the normalized word sets
+    #: "jaccard" (000/001), "overlap" (overlap coefficient, peer) or "jaro_winkler" (003)
+    title_measure: str = "jaccard"
+    title_threshold: float = 0.85  # 000: titles of >= 5 words
+    title_threshold_short: float = 0.95  # 000: titles of < 5 words
+    short_title_words: int = 5
+    # Layer 4 — content fingerprints of the body
+    #: "minhash" (128 perms, LSH b=16 r=8, confirm >= 0.7) or "simhash" (Hamming <= 3)
+    content_measure: str = "minhash"
+    minhash_threshold: float = 0.7
+    simhash_max_hamming: int = 3
+    num_perm: int = 128
+    lsh_bands: int = 16
+    lsh_rows: int = 8
+    #: body shingles: k-word shingles
+    body_shingle_words: int = 3
+    #: 001: "if 2+ of the first 3 non-trivial sentences match" -> near-duplicate (0 = off)
+    min_sentence_matches: int = 2
+    # Layer 5 — entity overlap within 24 h
+    entity_threshold: float = 0.8
+    #: fewer entity keys than this on either side: Layer 5 does not fire (too little evidence)
+    entity_min_keys: int = 2
+    same_event_ms: int = 24 * HOUR_MS
+    use_entity_layer: bool = True
+    # Story matching to a story centroid (beyond the seed; off in SEED)
+    story_match: bool = False
+    #: cosine of the article's TF-IDF vector with the story centroid
+    story_threshold: float = 0.08
+    #: threshold for a story of n members: story_threshold * n ** -story_threshold_decay
+    #: (a big story's centroid is broader, so its members' cosines are lower)
+    story_threshold_decay: float = 0.0
+    #: a story accepts new members while its last member is younger than this (event time)
+    story_idle_ms: int = 12 * HOUR_MS
+    #: weight of title bigrams and of URL-slug words relative to a title word
+    bigram_weight: float = 1.0
+    slug_weight: float = 0.5
+    #: words of the body lead added to the story terms (000 Step 5 uses title + first 200 words)
+    body_term_words: int = 0
+    body_term_weight: float = 0.3
+    #: centroid terms kept per story (the heaviest); bounds state and scoring cost
+    centroid_max_terms: int = 128
+    #: a near-duplicate of an article whose story is closed joins an open story instead
+    reopen_closed_stories: bool = False
+    # Bounds that keep the cost per article flat as the window grows
+    #: refs kept per bucket per slab (most recent); 8 = 32 measured the same on UCI
+    max_bucket: int = 8
+    #: open stories kept per term in the story postings (most recently refreshed); 16, 32
+    #: and 128 measured the same on UCI
+    max_postings: int = 16
+    #: candidates compared per article (most shared keys first)
+    max_candidates: int = 48
+
+
+#: The seed values of 000/001: Jaccard 0.85 / 0.95 short, MinHash 0.7, entity overlap 0.8.
+SEED = StoryConfig(name="seed")
+
+#: Defaults chosen from measurements on the UCI month (bench/README-stories.md).
+TUNED = StoryConfig(
+    name="tuned",
+    # Layer 3 keeps the seed's word-set Jaccard 0.85 / 0.95: it decides the near_duplicate
+    # disposition; on UCI it adds nothing to story quality either way (README-stories.md)
+    title_measure="jaccard",
+    title_threshold=0.85,
+    title_threshold_short=0.95,
+    # Layer 5 off: the headline-only entity heuristic lowered B-cubed F1 (0.784 vs 0.791 on
+    # 60k rows) and halved the speed; grouping comes from the story centroid instead
+    use_entity_layer=False,
+    story_match=True,
+    story_threshold=0.06,
+    reopen_closed_stories=True,
+    max_candidates=16,
+)
+
+PRESETS: dict[str, StoryConfig] = {
+    "seed": SEED,
+    "tuned": TUNED,
+    "seed-jaro-winkler": replace(SEED, name="seed-jaro-winkler", title_measure="jaro_winkler",
+                                 title_threshold=0.85, title_threshold_short=0.85),
+    "seed-simhash": replace(SEED, name="seed-simhash", content_measure="simhash"),
+    "seed-overlap": replace(SEED, name="seed-overlap", title_measure="overlap",
+                            title_threshold=0.6, title_threshold_short=0.95),
+    "tuned-entities": replace(TUNED, name="tuned-entities", use_entity_layer=True),
+    "tuned-overlap": replace(TUNED, name="tuned-overlap", title_measure="overlap",
+                             title_threshold=0.6, title_threshold_short=0.95),
+    "story-only": replace(TUNED, name="story-only", title_threshold=2.0,
+                          title_threshold_short=2.0),
+}
+
+
+# --- features -----------------------------------------------------------------------------
+
+
+class ArticleLike(Protocol):
+    """What :func:`featurize` reads (``newsflow.model.Article`` has all of it)."""
+
+    article_id: str
+    title: str
+    publisher: str
+    published_ms: int
+    body_text: str
+
+
+class StoryInput(NamedTuple):
+    """A minimal article for tests and the offline eval (UCI rows have no body)."""
+
+    article_id: str
+    title: str
+    url: str | None
+    publisher: str
+    published_ms: int
+    body_text: str = ""
+    canonical_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoryFeatures:
+    """Compact, picklable features of one article: all that layers 3-5 and stories need."""
+
+    ref: str  # article_id
+    publisher: str
+    time_ms: int
+    words: tuple[str, ...]  # normalized title words (Layer 3 word set), in order
+    title_keys: tuple[int, ...]  # LSH band keys of the title word-set MinHash
+    body_keys: tuple[int, ...] = ()  # LSH band keys of the body-shingle MinHash
+    body_sig: bytes = b""  # b-bit (16) MinHash of the body, b"" when no body
+    simhash: int = 0  # SimHash of the body, 0 when no body
+    sentences: tuple[int, ...] = ()  # keys of the first 3 non-trivial sentences
+    entities: tuple[str, ...] = ()  # entity keys (sorted)
+    terms: tuple[tuple[str, float], ...] = ()  # story-matching terms with tf weights
+
+    @property
+    def title_norm(self) -> str:
+        return " ".join(self.words)
+
+
+def _publisher_key(publisher: str | None) -> str:
+    return " ".join((publisher or "").lower().split())
+
+
+def featurize(article: Any, config: StoryConfig = TUNED) -> StoryFeatures:
+    """Stateless features of an article (``Article`` or :class:`StoryInput`).
+
+    Title: 000 Step 3 normalization -> word set -> MinHash(128) -> LSH band keys (b=16, r=8),
+    "Found through LSH over title shingles". Body (when present): 3-word shingles ->
+    MinHash(128) -> band keys + a 256-byte b-bit signature to confirm Jaccard >= 0.7; SimHash
+    64; first-3-sentence keys (001). Entities of title (+ body lead) for Layer 5. Story terms:
+    title words (stop words dropped, plurals folded) + title bigrams + URL-slug words.
+    """
+    return featurize_batch([article], config)[0]
+
+
+def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED) -> list[StoryFeatures]:
+    """:func:`featurize` of many articles, MinHash computed in one numpy pass (use it in a
+    batch operator: same result as featurize one by one, several times faster)."""
+    n = len(articles)
+    pubs = [getattr(a, "publisher", "") or "" for a in articles]
+    words = [tuple(normalize_title(a.title or "", p).split()) for a, p in zip(articles, pubs, strict=True)]
+    title_keys = lsh_band_keys_bulk(minhash_signatures(words, config.num_perm),
+                                    config.lsh_bands, config.lsh_rows, "t").tolist()
+    bodies = [getattr(a, "body_text", "") or "" for a in articles]
+    body_words = [normalize_title(b).split() if b else [] for b in bodies]
+    body_shingles = [word_shingles(w, config.body_shingle_words) if w else [] for w in body_words]
+    with_body = [i for i in range(n) if body_shingles[i]]
+    body_keys: dict[int, tuple[int, ...]] = {}
+    body_sigs: dict[int, bytes] = {}
+    if with_body:
+        sigs = minhash_signatures([body_shingles[i] for i in with_body], config.num_perm)
+        keys = lsh_band_keys_bulk(sigs, config.lsh_bands, config.lsh_rows, "b").tolist()
+        for j, i in enumerate(with_body):
+            body_keys[i] = tuple(keys[j])
+            body_sigs[i] = compress_signature(sigs[j])
+    out = []
+    for i, a in enumerate(articles):
+        body = bodies[i]
+        ents: list[str] = []
+        if config.use_entity_layer:  # Layer 5 off: skip the ~20 µs extraction
+            ents = extract_entities(a.title or "")
+            if body:
+                ents += extract_entities(body[:400])
+        toks = content_tokens(words[i])
+        tf: dict[str, float] = {}
+        for t in toks:
+            tf[t] = tf.get(t, 0.0) + 1.0
+        if config.bigram_weight:
+            bw = config.bigram_weight
+            for x, y in pairwise(toks):
+                k = x + "_" + y
+                tf[k] = tf.get(k, 0.0) + bw
+        if config.slug_weight:
+            url = getattr(a, "canonical_url", None) or getattr(a, "url", None)
+            sw = config.slug_weight
+            for t in content_tokens(url_slug_tokens(url)):
+                tf[t] = tf.get(t, 0.0) + sw
+        if config.body_term_words and body_words[i]:
+            bw = config.body_term_weight
+            lead = content_tokens(body_words[i][: config.body_term_words * 2])
+            for t in lead[: config.body_term_words]:
+                tf[t] = tf.get(t, 0.0) + bw
+        out.append(StoryFeatures(
+            ref=a.article_id,
+            publisher=_publisher_key(pubs[i]),
+            time_ms=int(a.published_ms),
+            words=words[i],
+            title_keys=tuple(title_keys[i]) if words[i] else (),
+            body_keys=body_keys.get(i, ()),
+            body_sig=body_sigs.get(i, b""),
+            simhash=simhash64(body_shingles[i]) if body_shingles[i] else 0,
+            sentences=tuple(sentence_key(x) for x in first_sentences(body)) if body else (),
+            entities=tuple(sorted(entity_keys(ents))),
+            terms=tuple(sorted(tf.items())),
+        ))
+    return out
+
+
+def entity_index_keys(features: StoryFeatures) -> list[int]:
+    """Bucket keys of the Layer 5 candidate index: one per entity key."""
+    return [xxhash.xxh3_64_intdigest(b"e\x00" + e.encode("utf-8", "surrogatepass"))
+            for e in features.entities]
+
+
+def index_keys(features: StoryFeatures, config: StoryConfig) -> list[int]:
+    """All bucket keys an article is indexed (and looked up) under: title bands, body bands,
+    and (when Layer 5 is on) entity keys."""
+    keys = list(features.title_keys) + list(features.body_keys)
+    if config.use_entity_layer:
+        keys += entity_index_keys(features)
+    return keys
+
+
+def key_shard(key: int, shards: int) -> int:
+    """Stable shard of a bucket key (the routing a keyed dataflow uses: ``str(shard)``)."""
+    return key % shards if shards > 1 else 0
+
+
+# --- keyed state: one band/bucket shard ---------------------------------------------------
+
+
+class BandIndex:
+    """Keyed state of one band/bucket shard: bucket key -> recent (ref, event time).
+
+    Entries live in event-time *slabs* of ``slab_ms``; :meth:`expire` drops every slab whose
+    end is older than ``now_ms - window_ms`` (so an entry lives between ``window_ms`` and
+    ``window_ms + slab_ms``) — O(1) per slab, no per-entry timers. Each bucket keeps at most
+    ``max_bucket`` refs per slab (the most recent), so a hot key ("Obama", a generic headline)
+    cannot make a lookup slow: the cost per article is flat however large the window.
+    """
+
+    __slots__ = ("_slabs", "max_bucket", "slab_ms", "window_ms")
+
+    def __init__(self, window_ms: int = 72 * HOUR_MS, slab_ms: int = 12 * HOUR_MS,
+                 max_bucket: int = 32) -> None:
+        self.window_ms = window_ms
+        self.slab_ms = slab_ms
+        self.max_bucket = max_bucket
+        #: slab number -> {bucket key -> [(ref, time_ms), ...]}
+        self._slabs: dict[int, dict[int, list[tuple[Any, int]]]] = {}
+
+    def lookup(self, keys: Iterable[int], now_ms: int | None = None,
+               since_ms: int | None = None) -> list[tuple[Any, int]]:
+        """(ref, time) of every entry in the buckets of ``keys``: one item per shared key, so
+        callers can count shared bands (order: by slab, then unspecified). Entries older than
+        the window relative to ``now_ms`` (or older than ``since_ms`` when given) are
+        skipped."""
+        out: list[tuple[Any, int]] = []
+        if since_ms is None and now_ms is not None:
+            since_ms = now_ms - self.window_ms
+        keyset = set(keys)
+        first = None if since_ms is None else since_ms // self.slab_ms
+        for s in sorted(self._slabs):
+            if first is not None and s < first:
+                continue
+            slab = self._slabs[s]
+            hit = slab.keys() & keyset
+            if not hit:
+                continue
+            if first is not None and s == first:  # the slab straddling the cutoff
+                for k in hit:
+                    out.extend(e for e in slab[k] if e[1] >= since_ms)
+            else:
+                for k in hit:
+                    out.extend(slab[k])
+        return out
+
+    def insert(self, keys: Iterable[int], ref: Any, time_ms: int, unique: bool = False) -> None:
+        """Add ``ref`` to the buckets of ``keys`` in the slab of ``time_ms``. ``unique``: skip
+        a bucket that already holds ``ref`` in that slab (story postings)."""
+        slab = self._slabs.setdefault(time_ms // self.slab_ms, {})
+        entry = (ref, time_ms)
+        cap = self.max_bucket
+        for k in keys:
+            lst = slab.get(k)
+            if lst is None:
+                slab[k] = [entry]
+                continue
+            if unique and any(e[0] == ref for e in lst):
+                continue
+            lst.append(entry)
+            if len(lst) > cap:
+                del lst[0]
+
+    def lookup_and_insert(self, keys: Sequence[int], ref: Any, time_ms: int,
+                          now_ms: int | None = None) -> list[tuple[Any, int]]:
+        """Candidates for ``ref`` (entries already present), then index ``ref`` itself."""
+        found = self.lookup(keys, now_ms)
+        self.insert(keys, ref, time_ms)
+        return found
+
+    def expire(self, now_ms: int) -> int:
+        """Drop slabs that ended before ``now_ms - window_ms``; returns entries dropped."""
+        cutoff = now_ms - self.window_ms
+        dropped = 0
+        for s in [s for s in self._slabs if (s + 1) * self.slab_ms <= cutoff]:
+            dropped += sum(len(v) for v in self._slabs.pop(s).values())
+        return dropped
+
+    def __len__(self) -> int:
+        return sum(len(v) for slab in self._slabs.values() for v in slab.values())
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """Compact, immutable, picklable state (for Bytewax ``snapshot()``)."""
+        return (self.window_ms, self.slab_ms, self.max_bucket,
+                tuple((s, tuple((k, tuple(v)) for k, v in slab.items()))
+                      for s, slab in sorted(self._slabs.items())))
+
+    @classmethod
+    def restore(cls, snap: tuple[Any, ...]) -> BandIndex:
+        window_ms, slab_ms, max_bucket, slabs = snap
+        idx = cls(window_ms, slab_ms, max_bucket)
+        idx._slabs = {s: {k: list(v) for k, v in items} for s, items in slabs}
+        return idx
+
+
+# --- decisions ----------------------------------------------------------------------------
+
+
+class Decision(NamedTuple):
+    disposition: str  # unique | near_duplicate | same_event | revision
+    layer: str | None  # title | content | entity | story | None
+    matched_ref: str | None
+    score: float = 0.0
+
+
+def title_similarity(a: StoryFeatures, b: StoryFeatures, config: StoryConfig) -> float:
+    """Layer 3 similarity of two normalized titles with the configured measure."""
+    if config.title_measure == "jaro_winkler":
+        return title_jaro_winkler(a.title_norm, b.title_norm)
+    if config.title_measure == "overlap":
+        return title_overlap_coefficient(a.words, b.words)
+    return title_jaccard(a.words, b.words)
+
+
+def title_threshold_for(a: StoryFeatures, b: StoryFeatures, config: StoryConfig) -> float:
+    """000 Step 3 Layer 3: >= 0.85 when the title has >= 5 words, >= 0.95 when shorter (the
+    shorter of the two titles decides, so a short title cannot match a long one cheaply)."""
+    n = min(len(set(a.words)), len(set(b.words)))
+    return config.title_threshold if n >= config.short_title_words else config.title_threshold_short
+
+
+def content_match(a: StoryFeatures, b: StoryFeatures, config: StoryConfig) -> tuple[bool, float]:
+    """Layer 4: body fingerprints agree (MinHash Jaccard >= 0.7, or SimHash Hamming <= 3), or
+    2+ of the first 3 sentences match (001). ``(False, 0)`` when either body is missing."""
+    if not a.body_sig or not b.body_sig:
+        return False, 0.0
+    if config.content_measure == "simhash":
+        d = hamming(a.simhash, b.simhash)
+        ok = d <= config.simhash_max_hamming
+        score = 1.0 - d / 64.0
+    else:
+        score = signature_jaccard(a.body_sig, b.body_sig)
+        ok = score >= config.minhash_threshold
+    if not ok and config.min_sentence_matches:
+        ok = first_sentences_overlap(a.sentences, b.sentences) >= config.min_sentence_matches
+    return ok, score
+
+
+def decide(features: StoryFeatures, candidates: Sequence[StoryFeatures],
+           config: StoryConfig) -> Decision:
+    """The 001 Dedup Decision Matrix for layers 3-5 against candidate articles.
+
+    In order (cheapest, most certain first; the best-scoring candidate of the first layer that
+    fires wins, ties to the earliest then smallest ref, so the result is order-free):
+
+    - Layer 3 "Title similarity >= threshold": ``near_duplicate`` (layer ``title``) — except
+      "Title similarity >= 0.85 + content fingerprint mismatch" from the *same publisher*,
+      which is the matrix's ``revision`` (an updated article).
+    - Layer 4 "Content fingerprint match": ``near_duplicate`` (layer ``content``).
+    - Layer 5 "Entity overlap >= 80% + within 24h": ``same_event`` (layer ``entity``).
+    - otherwise ``unique``.
+    """
+    best: tuple[float, int, str, StoryFeatures] | None = None
+    fw = set(features.words)
+    measure = config.title_measure
+    for c in candidates:
+        if c.ref == features.ref or not fw or not c.words:
+            continue
+        cw = set(c.words)
+        inter = len(fw & cw)
+        if measure == "jaro_winkler":
+            s = title_jaro_winkler(features.title_norm, c.title_norm)
+        elif inter == 0:
+            continue
+        elif measure == "overlap":
+            s = inter / min(len(fw), len(cw))
+        else:
+            s = inter / (len(fw) + len(cw) - inter)
+        short = min(len(fw), len(cw)) < config.short_title_words
+        if s >= (config.title_threshold_short if short else config.title_threshold) and (
+            best is None or (-s, c.time_ms, c.ref) < (-best[0], best[1], best[2])
+        ):
+            best = (s, c.time_ms, c.ref, c)
+    if best is not None:
+        c = best[3]
+        if features.body_sig and c.body_sig and features.publisher == c.publisher:
+            same, _ = content_match(features, c, config)
+            if not same:
+                return Decision(REVISION, "title", c.ref, best[0])
+        return Decision(NEAR_DUPLICATE, "title", c.ref, best[0])
+
+    if features.body_sig:
+        best = None
+        for c in candidates:
+            if c.ref == features.ref:
+                continue
+            ok, s = content_match(features, c, config)
+            if ok and (best is None or (-s, c.time_ms, c.ref) < (-best[0], best[1], best[2])):
+                best = (s, c.time_ms, c.ref, c)
+        if best is not None:
+            return Decision(NEAR_DUPLICATE, "content", best[2], best[0])
+
+    if config.use_entity_layer and len(features.entities) >= config.entity_min_keys:
+        best = None
+        for c in candidates:
+            if c.ref == features.ref or len(c.entities) < config.entity_min_keys:
+                continue
+            if abs(features.time_ms - c.time_ms) > config.same_event_ms:
+                continue
+            s = entity_overlap(features.entities, c.entities)
+            if s >= config.entity_threshold and (
+                best is None or (-s, c.time_ms, c.ref) < (-best[0], best[1], best[2])
+            ):
+                best = (s, c.time_ms, c.ref, c)
+        if best is not None:
+            return Decision(SAME_EVENT, "entity", best[2], best[0])
+    return Decision(UNIQUE, None, None, 0.0)
+
+
+# --- stories ------------------------------------------------------------------------------
+
+
+def story_id_for(first_article_id: str) -> str:
+    """A new story's id, derived from its first article's id (stable across runs/workers)."""
+    return "s" + stable_id("story", first_article_id)
+
+
+@dataclass(slots=True)
+class StoryState:
+    """Keyed state of one story (key: ``story_id``)."""
+
+    story_id: str
+    first_ref: str
+    first_ms: int
+    last_ms: int
+    count: int = 0
+    publishers: set[str] = field(default_factory=set)
+    #: sum of the members' unit TF-IDF vectors, the heaviest ``centroid_max_terms`` terms
+    centroid: dict[str, float] = field(default_factory=dict)
+    norm: float = 0.0
+
+    def add(self, publisher: str, time_ms: int, vec: Mapping[str, float], max_terms: int) -> None:
+        """Add a member: count, publisher, times, and its unit vector to the centroid sum.
+        The centroid is pruned to its ``max_terms`` heaviest terms when it reaches twice that
+        (amortized O(1) per term)."""
+        self.count += 1
+        if publisher:
+            self.publishers.add(publisher)
+        if time_ms > self.last_ms:
+            self.last_ms = time_ms
+        if time_ms < self.first_ms:
+            self.first_ms = time_ms
+        c = self.centroid
+        sq = self.norm * self.norm
+        for t, w in vec.items():
+            old = c.get(t, 0.0)
+            new = old + w
+            c[t] = new
+            sq += new * new - old * old
+        if len(c) >= 2 * max_terms:
+            keep = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:max_terms]
+            self.centroid = dict(keep)
+            sq = sum(w * w for _, w in keep)
+        self.norm = math.sqrt(max(sq, 0.0))
+
+    def snapshot(self) -> tuple[Any, ...]:
+        return (self.story_id, self.first_ref, self.first_ms, self.last_ms, self.count,
+                tuple(sorted(self.publishers)),
+                tuple((t, round(w, 5)) for t, w in self.centroid.items()))
+
+    @classmethod
+    def restore(cls, snap: tuple[Any, ...]) -> StoryState:
+        sid, first_ref, first_ms, last_ms, count, pubs, cent = snap
+        st = cls(sid, first_ref, first_ms, last_ms, count, set(pubs), dict(cent))
+        st.norm = math.sqrt(sum(w * w for w in st.centroid.values()))
+        return st
+
+
+class StoryPostings:
+    """Keyed state of one postings shard: term -> the open stories that contain it.
+
+    ``term -> {story_id: event time of the story's last member with that term}``, insertion
+    ordered so the least recently refreshed story is evicted first when a term holds more than
+    ``max_stories`` (hot terms like "apple" cannot make a lookup slow). Only stories touched
+    within ``idle_ms`` are returned; :meth:`expire` (once per slab of event time) sweeps out
+    older entries, so the state holds only open stories.
+    """
+
+    __slots__ = ("_post", "idle_ms", "max_stories")
+
+    def __init__(self, idle_ms: int = 12 * HOUR_MS, max_stories: int = 32) -> None:
+        self.idle_ms = idle_ms
+        self.max_stories = max_stories
+        self._post: dict[str, dict[str, int]] = {}
+
+    def lookup(self, terms: Iterable[str], now_ms: int) -> dict[str, list[str]]:
+        """Open stories per term (terms without any are left out)."""
+        since = now_ms - self.idle_ms
+        post = self._post
+        out: dict[str, list[str]] = {}
+        for t in terms:
+            d = post.get(t)
+            if d:
+                sids = [sid for sid, ms in d.items() if ms > since]
+                if sids:
+                    out[t] = sids
+        return out
+
+    def add(self, terms: Iterable[str], story_id: str, time_ms: int) -> None:
+        post = self._post
+        cap = self.max_stories
+        for t in terms:
+            d = post.get(t)
+            if d is None:
+                post[t] = {story_id: time_ms}
+                continue
+            old = d.pop(story_id, None)
+            d[story_id] = time_ms if old is None or time_ms > old else old
+            if len(d) > cap:
+                del d[next(iter(d))]
+
+    def expire(self, now_ms: int) -> int:
+        """Drop entries of stories idle for ``idle_ms`` or more; returns entries dropped."""
+        since = now_ms - self.idle_ms
+        dropped = 0
+        post = self._post
+        for t in list(post):
+            d = post[t]
+            keep = {sid: ms for sid, ms in d.items() if ms > since}
+            dropped += len(d) - len(keep)
+            if keep:
+                post[t] = keep
+            else:
+                del post[t]
+        return dropped
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self._post.values())
+
+    def snapshot(self) -> tuple[Any, ...]:
+        return (self.idle_ms, self.max_stories,
+                tuple((t, tuple(d.items())) for t, d in self._post.items()))
+
+    @classmethod
+    def restore(cls, snap: tuple[Any, ...]) -> StoryPostings:
+        idle_ms, cap, items = snap
+        p = cls(idle_ms, cap)
+        p._post = {t: dict(d) for t, d in items}
+        return p
+
+
+def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterable[str]],
+                         stories: Mapping[str, StoryState], now_ms: int,
+                         config: StoryConfig) -> tuple[StoryState | None, float]:
+    """Best open story for a unit TF-IDF vector ``vec``.
+
+    ``postings`` maps each term of ``vec`` to the stories indexed under it; the dot product
+    with each story's centroid is accumulated term by term (only shared terms cost anything),
+    then divided by the centroid norm (cosine). A story is open while its last member is less
+    than ``story_idle_ms`` old. Returns the best story when its cosine >= ``story_threshold``;
+    ties go to the older story, then the smaller id (order-free)."""
+    dots: dict[str, float] = {}
+    cents: dict[str, dict[str, float]] = {}
+    for t, sids in postings.items():  # in the order of vec's terms
+        w = vec.get(t)
+        if w is None:
+            continue
+        for sid in sids:
+            c = cents.get(sid)
+            if c is None:
+                st = stories.get(sid)
+                if st is None:
+                    continue
+                c = cents[sid] = st.centroid
+            cw = c.get(t)
+            if cw is not None:
+                dots[sid] = dots.get(sid, 0.0) + w * cw
+    best: StoryState | None = None
+    best_s = 0.0
+    base = config.story_threshold
+    decay = config.story_threshold_decay
+    for sid, dot in dots.items():
+        st = stories[sid]
+        if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
+            continue
+        s = dot / st.norm
+        if s < (base * st.count ** -decay if decay else base):
+            continue
+        if s > best_s or (best is not None and s == best_s and
+                          (st.first_ms, st.story_id) < (best.first_ms, best.story_id)):
+            best, best_s = st, s
+    return best, best_s
+
+
+class StoryAssignment(NamedTuple):
+    """What the assigner decided for one article (one record per input, duplicates included)."""
+
+    ref: str
+    story_id: str
+    disposition: str
+    layer: str | None
+    matched_ref: str | None  # article matched (layers 3-5) or the story's first article (story)
+    score: float
+    story_size: int
+    story_publishers: int
+    new_story: bool
+
+
+class _TermStats:
+    """Document frequencies over the window (IDF learned online from the stream), per slab."""
+
+    __slots__ = ("_slabs", "df", "n", "slab_ms", "window_ms")
+
+    def __init__(self, window_ms: int, slab_ms: int) -> None:
+        self.window_ms, self.slab_ms = window_ms, slab_ms
+        self.df: Counter[str] = Counter()
+        self.n = 0
+        self._slabs: dict[int, tuple[list[int], Counter[str]]] = {}
+
+    def add(self, terms: Iterable[str], time_ms: int) -> None:
+        slab = self._slabs.setdefault(time_ms // self.slab_ms, ([0], Counter()))
+        slab[0][0] += 1
+        self.n += 1
+        df, sdf = self.df, slab[1]
+        for t in terms:
+            df[t] = df.get(t, 0) + 1
+            sdf[t] = sdf.get(t, 0) + 1
+
+    def idf(self, term: str) -> float:
+        return math.log((self.n + 1) / (self.df.get(term, 0) + 0.5))
+
+    def add_and_weigh(self, terms: Sequence[tuple[str, float]], time_ms: int) -> dict[str, float]:
+        """Count the document, then its unit TF-IDF vector (positive weights only):
+        w(t) = tf(t) * log((N + 1) / (df(t) + 0.5)), N and df over the window, this doc
+        included."""
+        slab = self._slabs.get(time_ms // self.slab_ms)
+        if slab is None:
+            slab = self._slabs[time_ms // self.slab_ms] = ([0], Counter())
+        slab[0][0] += 1
+        self.n += 1
+        n1 = self.n + 1
+        df = self.df
+        keys = [t for t, _ in terms]
+        df.update(keys)  # Counter.update over an iterable counts in C
+        slab[1].update(keys)
+        log = math.log
+        raw = [(t, w * log(n1 / (df[t] + 0.5))) for t, w in terms]
+        sq = 0.0
+        for _, x in raw:
+            sq += x * x
+        if sq <= 0.0:
+            return {}
+        inv = 1.0 / math.sqrt(sq)
+        return {t: x * inv for t, x in raw if x > 0}
+
+    def expire(self, now_ms: int) -> None:
+        cutoff = now_ms - self.window_ms
+        for s in sorted(s for s in self._slabs if (s + 1) * self.slab_ms <= cutoff):
+            count, sdf = self._slabs.pop(s)
+            self.n -= count[0]
+            df = self.df
+            for t, c in sdf.items():
+                left = df[t] - c
+                if left:
+                    df[t] = left
+                else:
+                    del df[t]
+
+    def snapshot(self) -> tuple[Any, ...]:
+        return tuple((s, c[0], tuple(d.items())) for s, (c, d) in sorted(self._slabs.items()))
+
+
+@lru_cache(maxsize=1 << 18)
+def _term_key(term: str) -> int:
+    """Bucket key of a story-matching term in the story postings (stable xxh3)."""
+    return xxhash.xxh3_64_intdigest(b"w\x00" + term.encode("utf-8", "surrogatepass"))
+
+
+class StoryAssigner:
+    """Layers 3-5 + story ids in one process, its state split the way a dataflow keys it.
+
+    - ``band_shards`` :class:`BandIndex` shards, a bucket key routed by :func:`key_shard`;
+    - article records (features of the window) and story states keyed by id;
+    - story postings (term -> open stories) in :class:`StoryPostings` shards by term;
+    - document frequencies for IDF.
+
+    The result does not depend on the number of shards (tested). Call :meth:`assign` in event
+    order with ``now_ms`` = the event-time watermark (defaults to the article's own time).
+    """
+
+    def __init__(self, config: StoryConfig = TUNED, band_shards: int = 1) -> None:
+        self.config = config
+        self.band_shards = max(1, band_shards)
+        self.bands = [BandIndex(config.window_ms, config.slab_ms, config.max_bucket)
+                      for _ in range(self.band_shards)]
+        self.postings = [StoryPostings(config.story_idle_ms, config.max_postings)
+                         for _ in range(self.band_shards)]
+        self.articles: dict[str, StoryFeatures] = {}
+        self.story_of: dict[str, str] = {}
+        self.stories: dict[str, StoryState] = {}
+        self.terms = _TermStats(config.window_ms, config.slab_ms)
+        self._article_slabs: dict[int, list[str]] = {}
+        self._now = -(1 << 62)
+        self._expired_until = -(1 << 62)
+
+    # -- event time
+    def advance(self, now_ms: int) -> None:
+        """Move the event-time clock; expire state once per slab boundary."""
+        if now_ms <= self._now:
+            return
+        self._now = now_ms
+        cfg = self.config
+        if now_ms - self._expired_until < cfg.slab_ms:
+            return
+        self._expired_until = now_ms
+        for b in self.bands:
+            b.expire(now_ms)
+        for p in self.postings:
+            p.expire(now_ms)
+        self.terms.expire(now_ms)
+        cutoff = now_ms - cfg.window_ms
+        for s in [s for s in self._article_slabs if (s + 1) * cfg.slab_ms <= cutoff]:
+            for ref in self._article_slabs.pop(s):
+                self.articles.pop(ref, None)
+                self.story_of.pop(ref, None)
+        for sid in [sid for sid, st in self.stories.items() if st.last_ms < cutoff]:
+            del self.stories[sid]
+
+    # -- the pipeline
+    def _lookup(self, keys: Sequence[int], shards: list[BandIndex],
+                since_ms: int | None = None) -> list[tuple[Any, int]]:
+        if self.band_shards == 1:
+            return shards[0].lookup(keys, self._now, since_ms)
+        out: list[tuple[Any, int]] = []
+        n = self.band_shards
+        for k in keys:  # key order, as the single-shard lookup
+            out.extend(shards[key_shard(k, n)].lookup((k,), self._now, since_ms))
+        return out
+
+    def _insert(self, keys: Sequence[int], ref: Any, time_ms: int, shards: list[BandIndex],
+                unique: bool = False) -> None:
+        if self.band_shards == 1:
+            shards[0].insert(keys, ref, time_ms, unique)
+            return
+        n = self.band_shards
+        for k in keys:
+            shards[key_shard(k, n)].insert((k,), ref, time_ms, unique)
+
+    def candidates(self, features: StoryFeatures) -> list[StoryFeatures]:
+        """Candidate articles: those sharing an LSH band key (title or body), most shared
+        bands first, then those sharing entity keys (Layer 5), each list bounded by
+        ``max_candidates`` so the cost per article does not grow with the window."""
+        cfg = self.config
+        arts = self.articles
+        out: list[StoryFeatures] = []
+        seen = {features.ref}
+        groups = [list(features.title_keys) + list(features.body_keys)]
+        if cfg.use_entity_layer and len(features.entities) >= cfg.entity_min_keys:
+            groups.append(entity_index_keys(features))
+        for keys in groups:
+            if not keys:
+                continue
+            hits = self._lookup(keys, self.bands)
+            if not hits:
+                continue
+            counts = Counter(ref for ref, _ in hits)
+            ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            n = 0
+            for r, _ in ranked:
+                if r in seen or r not in arts:
+                    continue
+                seen.add(r)
+                out.append(arts[r])
+                n += 1
+                if n >= cfg.max_candidates:
+                    break
+        return out
+
+    def _vector(self, features: StoryFeatures) -> dict[str, float]:
+        return self.terms.add_and_weigh(features.terms, features.time_ms)
+
+    def _postings_lookup(self, terms: Iterable[str], now_ms: int) -> dict[str, list[str]]:
+        if self.band_shards == 1:
+            return self.postings[0].lookup(terms, now_ms)
+        n = self.band_shards
+        out: dict[str, list[str]] = {}
+        for t in terms:
+            out.update(self.postings[_term_key(t) % n].lookup((t,), now_ms))
+        return out
+
+    def _postings_add(self, terms: Sequence[str], sid: str, time_ms: int) -> None:
+        if self.band_shards == 1:
+            self.postings[0].add(terms, sid, time_ms)
+            return
+        n = self.band_shards
+        for t in terms:
+            self.postings[_term_key(t) % n].add((t,), sid, time_ms)
+
+    def assign(self, features: StoryFeatures, now_ms: int | None = None,
+               duplicate_of: str | None = None) -> StoryAssignment:
+        """Decide and place one article. ``duplicate_of``: the article id that layers 1-2
+        (GUID/URL) matched — a revision or exact duplicate keeps that article's story."""
+        cfg = self.config
+        self.advance(features.time_ms if now_ms is None else now_ms)
+        now = self._now
+        ref = features.ref
+
+        prior = duplicate_of if duplicate_of in self.story_of else (
+            ref if ref in self.story_of else None)
+        if prior is not None:
+            # Layers 1-2 (or the same article id again): a revision or a copy keeps the story;
+            # it is re-indexed under its (possibly edited) title but is not a new member.
+            sid = self.story_of[prior]
+            decision = Decision(REVISION if prior == ref else EXACT_DUPLICATE,
+                                "guid" if prior == ref else "url", prior, 1.0)
+            return self._place(features, {}, sid, decision, new=False, member=False)
+        vec = self._vector(features) if cfg.story_match else {}
+
+        cands = self.candidates(features)
+        decision = decide(features, cands, cfg)
+        story: StoryState | None = None
+        if decision.matched_ref is not None:
+            sid = self.story_of.get(decision.matched_ref)
+            story = self.stories.get(sid) if sid is not None else None
+            if story is not None and cfg.reopen_closed_stories and \
+                    now - story.last_ms >= cfg.story_idle_ms:
+                story = None
+        if story is None and cfg.story_match and vec:
+            postings = self._postings_lookup(vec, now)
+            st, score = match_story_centroid(vec, postings, self.stories, now, cfg)
+            if st is not None:
+                story = st
+                if decision.matched_ref is None:
+                    decision = Decision(SAME_EVENT, "story", st.first_ref, score)
+        if story is None:
+            return self._place(features, vec, story_id_for(ref), decision, new=True)
+        return self._place(features, vec, story.story_id, decision, new=False)
+
+    def _place(self, features: StoryFeatures, vec: Mapping[str, float], sid: str,
+               decision: Decision, new: bool, member: bool = True) -> StoryAssignment:
+        cfg = self.config
+        ref = features.ref
+        st = self.stories.get(sid)
+        if st is None:
+            st = self.stories[sid] = StoryState(sid, ref, features.time_ms, features.time_ms)
+            new = True
+        if member:
+            st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms)
+        else:  # a sighting of a known article: counts for distinct publishers only
+            if features.publisher:
+                st.publishers.add(features.publisher)
+            st.last_ms = max(st.last_ms, features.time_ms)
+        if cfg.story_match and vec:
+            # post (or refresh) the story under this article's terms: an active story stays
+            # findable by the words its recent members use
+            cent = st.centroid
+            posted = [t for t in vec if t in cent]
+            if posted:
+                self._postings_add(posted, sid, features.time_ms)
+        if ref not in self.articles:
+            self._article_slabs.setdefault(features.time_ms // cfg.slab_ms, []).append(ref)
+        self.articles[ref] = features  # snapshot() leaves the terms out
+        self.story_of[ref] = sid
+        self._insert(index_keys(features, cfg), ref, features.time_ms, self.bands)
+        return StoryAssignment(ref, sid, decision.disposition, decision.layer,
+                               decision.matched_ref, round(decision.score, 4), st.count,
+                               len(st.publishers), new)
+
+    # -- measurement
+    def live_articles(self) -> int:
+        return len(self.articles)
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """Compact picklable state (used to measure bytes per article)."""
+        arts = tuple(
+            (f.ref, self.story_of.get(f.ref, ""), f.publisher, f.time_ms, " ".join(f.words),
+             " ".join(f.entities), f.simhash, f.body_sig, f.sentences)
+            for f in self.articles.values()
+        )
+        return (
+            tuple(b.snapshot() for b in self.bands),
+            tuple(p.snapshot() for p in self.postings),
+            arts,
+            tuple(st.snapshot() for st in self.stories.values()),
+            self.terms.snapshot(),
+        )
+
+
+def shard_for_story(story_id: str, shards: int) -> int:
+    """Shard of a story's state in a keyed dataflow (stable, see ``hashing.shard_of``)."""
+    return shard_of(story_id, shards)

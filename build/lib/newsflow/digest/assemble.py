@@ -1,0 +1,740 @@
+"""Step 6: one event-time window's records -> a ``digests.v1`` dict (pure).
+
+:func:`assemble_digest`: importance >= 15; topics by DBSCAN (cosine, eps 0.4) or Ward
+(:mod:`newsflow.clustering.window`); labels "[Entity]: top terms"; lead = closest to the
+centroid, then importance, then tier; trends vs the previous window (EMERGING / TRENDING /
+FADING); Top Stories (>= 70), Noteworthy (40-69), Also Mentioned (15-39), Feed Health Report;
+sizing limits per type; extractive summaries; the Step 6 self-checks (re-rank, re-label, trim).
+
+Deterministic: records are de-duplicated and sorted by a stable key first, so the same input in
+any order gives byte-identical ``orjson.dumps`` output.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from newsflow.clustering.window import cluster_articles, tfidf_matrix
+from newsflow.core.hashing import stable_id
+from newsflow.core.timeutil import iso_to_ms, ms_to_iso
+from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
+from newsflow.digest.health import FeedHealthAccumulator, summarize_feed_health
+from newsflow.digest.labels import _WORD_CASED, cluster_entity, extractive_summary
+from newsflow.digest.schedule import (
+    ALSO_MENTIONED,
+    MORNING,
+    NOTEWORTHY,
+    TOP_STORIES,
+    DigestSchedule,
+    DigestType,
+    DigestWindow,
+    SectionLimits,
+)
+from newsflow.scoring.importance import SCORED_DISPOSITIONS, TIER_RANK
+from newsflow.text.tokenize import TextFeatures, _analyze_word, features_batch, words
+
+DIGEST_SCHEMA_VERSION = 1
+DUPLICATE_DISPOSITIONS = frozenset({"exact_duplicate", "near_duplicate"})
+
+
+# --------------------------------------------------------------------------------------
+# Assembly
+# --------------------------------------------------------------------------------------
+
+
+def article_time_ms(rec: Mapping[str, Any], basis: str = "published") -> int:
+    key = "fetched" if basis == "fetched" else "published"
+    ms = rec.get(f"{key}_ms")
+    if isinstance(ms, int):
+        return ms
+    return iso_to_ms(rec[f"{key}_at"])
+
+
+def _record_key(rec: Mapping[str, Any]) -> tuple[str, int, str, str]:
+    return (
+        str(rec.get("article_id") or ""),
+        int(rec.get("revision_no") or 0),
+        str(rec.get("key") or ""),
+        str(rec.get("seq") or ""),
+    )
+
+
+def _tier_rank(t: Any) -> int:
+    return TIER_RANK.get(t, 6)
+
+
+def _score(rec: Mapping[str, Any]) -> float:
+    v = rec.get("importance")
+    return float(v) if isinstance(v, int | float) else 0.0
+
+
+@dataclass(slots=True)
+class _Cluster:
+    members: list[int]  # indices into the sorted article list
+    score: float = 0.0
+    lead: int = -1
+    terms: list[str] = field(default_factory=list)  # top stems
+    term_hashes: list[int] = field(default_factory=list)
+    stories: list[str] = field(default_factory=list)
+    key: str = ""
+    ranked: list[int] = field(default_factory=list)  # lead candidates, best first
+
+
+def select_records(
+    records: Iterable[Mapping[str, Any]],
+    window: DigestWindow,
+    config: DigestConfig = DEFAULT_DIGEST_CONFIG,
+) -> tuple[list[Mapping[str, Any]], int, int]:
+    """(articles >= min importance, sorted by id; article count; duplicates removed).
+
+    One record per ``article_id`` (its latest revision); re-emitted keys count once;
+    ``exact_duplicate``/``near_duplicate`` records are the duplicates removed.
+    """
+    latest: dict[str, Mapping[str, Any]] = {}
+    dup_keys: set[str] = set()
+    for r in records:
+        try:
+            t = article_time_ms(r, config.time_basis)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not window.contains(t):
+            continue
+        disp = r.get("disposition")
+        if disp in DUPLICATE_DISPOSITIONS:
+            dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
+            continue
+        if disp not in SCORED_DISPOSITIONS:
+            continue
+        aid = str(r.get("article_id") or "")
+        if not aid:
+            continue
+        cur = latest.get(aid)
+        if cur is None or _record_key(r) > _record_key(cur):
+            latest[aid] = r
+    arts = [latest[a] for a in sorted(latest)]
+    sel = [r for r in arts if _score(r) >= config.min_importance]
+    return sel, len(arts), len(dup_keys)
+
+
+def story_copies(
+    records: Iterable[Mapping[str, Any]],
+    window: DigestWindow,
+    config: DigestConfig = DEFAULT_DIGEST_CONFIG,
+) -> dict[str, list[tuple[str, Any]]]:
+    """story id -> (publisher, tier) of the window's duplicate copies (exact and near), so a
+    digest item can credit every outlet that carried the story, not only the scored ones."""
+    seen: set[str] = set()
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for r in records:
+        if r.get("disposition") not in DUPLICATE_DISPOSITIONS or not r.get("story_id"):
+            continue
+        key = str(r.get("key") or r.get("article_id") or "")
+        if key in seen:
+            continue
+        try:
+            if not window.contains(article_time_ms(r, config.time_basis)):
+                continue
+        except (KeyError, TypeError, ValueError):
+            continue
+        seen.add(key)
+        pub = str(r.get("publisher") or r.get("feed_id") or "")
+        out.setdefault(str(r["story_id"]), []).append((pub, r.get("tier")))
+    return out
+
+
+def assemble_digest(
+    records: Iterable[Mapping[str, Any]],
+    window: DigestWindow,
+    *,
+    schedule: DigestSchedule | None = None,
+    previous: Mapping[str, Any] | None = None,
+    feed_health: FeedHealthAccumulator
+    | Mapping[str, Any]
+    | Iterable[Mapping[str, Any]]
+    | None = None,
+    config: DigestConfig = DEFAULT_DIGEST_CONFIG,
+    final: bool = True,
+) -> dict[str, Any]:
+    """The digest of one window (a ``digests.v1`` dict). See the module doc.
+
+    ``previous``: the previous digest of the same type (or :func:`digest_memory` of it) for
+    trend flags; ``feed_health``: a :class:`FeedHealthAccumulator` (or its summary) or the
+    window's ``feed-health`` records.
+    """
+    sched = schedule or DigestSchedule()
+    dtype = (
+        sched.type(window.digest_type)
+        if _known(sched, window.digest_type)
+        else _fallback_type(window.digest_type)
+    )
+    limits = config.limits or dtype.limits
+    wr = config.summary_words or dtype.summary_words
+    records = records if isinstance(records, list) else list(records)
+    sel, article_count, dups = select_records(records, window, config)
+    copies = story_copies(records, window, config)
+
+    clusters: list[_Cluster] = []
+    X = None
+    vocab = np.zeros(0, np.uint64)
+    if sel:
+        feats: list[TextFeatures] = []
+        for s0 in range(0, len(sel), 5000):
+            feats += features_batch(
+                [(r.get("title") or "", r.get("body_text") or "") for r in sel[s0 : s0 + 5000]],
+                title_weight=config.title_weight,
+                body_words=config.body_words,
+            )
+        X, vocab = tfidf_matrix(feats)
+        labels = cluster_articles(X, sel, config)
+        clusters = _build_clusters(sel, X, vocab, labels)
+
+    checks: list[dict[str, Any]] = []
+    prev_index = list((previous or {}).get("topic_index") or [])
+    has_prev = previous is not None
+    # rank: best score, then size, then the lead's id
+    clusters.sort(key=lambda c: (-c.score, -len(c.members), sel[c.lead]["article_id"]))
+    trends: dict[str, str | None] = {}
+    if not has_prev:
+        checks.append(
+            {"check": "trends", "ok": True, "action": "no previous window: no trend flags"}
+        )
+
+    sections_items: dict[str, list[_Cluster]] = {
+        TOP_STORIES: [],
+        NOTEWORTHY: [],
+        ALSO_MENTIONED: [],
+    }
+    for c in clusters:
+        if c.score >= config.top_threshold:
+            sections_items[TOP_STORIES].append(c)
+        elif c.score >= config.noteworthy_threshold:
+            sections_items[NOTEWORTHY].append(c)
+        elif c.score >= config.min_importance:
+            sections_items[ALSO_MENTIONED].append(c)
+
+    if has_prev:
+        # a singleton can only be FADING and only matters when shown: trends for multi-article
+        # topics (index, emerging list) and for everything that can be displayed
+        shown = {c.key for items in sections_items.values() for c in items[: _cap(limits)]}
+        trends = _trends(
+            [c for c in clusters if len(c.members) >= 2 or c.key in shown], prev_index, config
+        )
+    # self-check: a T5 source should not lead the digest unless corroborated
+    _check_t5_top(sections_items, sel, checks)
+    # self-check: sizing limits -> trim
+    caps = {TOP_STORIES: limits.top, NOTEWORTHY: limits.noteworthy, ALSO_MENTIONED: limits.also}
+    for name, items in sections_items.items():
+        if len(items) > caps[name]:
+            checks.append(
+                {
+                    "check": "limits",
+                    "ok": False,
+                    "action": f"trimmed {name} from {len(items)} to {caps[name]}",
+                }
+            )
+            del items[caps[name] :]
+    if not any(c["check"] == "limits" for c in checks):
+        checks.append({"check": "limits", "ok": True, "action": None})
+
+    # items
+    sections = []
+    used_labels: dict[str, int] = {}
+    attribution_fixes = 0
+    missing_attr = 0
+    for name in (TOP_STORIES, NOTEWORTHY, ALSO_MENTIONED):
+        items = []
+        for c in sections_items[name]:
+            fixed, missing = _ensure_attribution(c, sel)
+            attribution_fixes += fixed
+            missing_attr += missing
+            item = _item(c, sel, trends.get(c.key), wr, config, copies)
+            label = item["label"]
+            n = used_labels.get(label.lower(), 0)
+            used_labels[label.lower()] = n + 1
+            if n:  # re-label duplicates with the lead's publisher
+                item["label"] = f"{label} ({item['lead']['publisher']})"
+            items.append(item)
+        sections.append({"name": name, "items": items})
+    checks.append(
+        {
+            "check": "attribution",
+            "ok": missing_attr == 0,
+            "action": (
+                f"re-ranked {attribution_fixes} lead(s) to a source with a URL"
+                if attribution_fixes
+                else None
+            )
+            if missing_attr == 0
+            else f"{missing_attr} lead(s) without URL",
+        }
+    )
+    checks.append(
+        {
+            "check": "labels",
+            "ok": all(n == 1 for n in used_labels.values()),
+            "action": "duplicate labels suffixed with the publisher"
+            if any(n > 1 for n in used_labels.values())
+            else None,
+        }
+    )
+    checks.append({"check": "order", "ok": _sections_sorted(sections), "action": None})
+
+    index = _topic_index(clusters, sel, trends, config)
+    emerging = [t for t in index if t.get("trend") == "EMERGING"]
+    fading = _declining(prev_index, clusters, trends, config) if has_prev else []
+    health = _health_block(feed_health)
+    health.update(
+        {
+            "new_articles": article_count,
+            "duplicates_removed": dups,
+            "emerging_topics": [t["label"] for t in emerging][:10],
+            "declining_topics": fading[:10],
+        }
+    )
+    return {
+        "schema": "digests",
+        "schema_version": DIGEST_SCHEMA_VERSION,
+        "digest_id": window.digest_id,
+        "digest_type": window.digest_type,
+        "title": dtype.title,
+        "window_start": ms_to_iso(window.start_ms),
+        "window_end": ms_to_iso(window.end_ms),
+        "generated_at": ms_to_iso(window.end_ms),
+        "final": final,
+        "timezone": sched.tz,
+        "article_count": article_count,
+        "duplicates_removed": dups,
+        "selected_count": len(sel),
+        "cluster_count": len(clusters),
+        "clustering": "ward" if config.n_topics else "dbscan",
+        "sections": sections,
+        "feed_health": health,
+        "topic_index": index,
+        "self_checks": checks,
+    }
+
+
+def _cap(limits: SectionLimits) -> int:
+    return max(limits.top, limits.noteworthy, limits.also) + 1  # +1: the T5 re-rank
+
+
+def _known(schedule: DigestSchedule, name: str) -> bool:
+    return any(t.name == name for t in schedule.types)
+
+
+def _fallback_type(name: str) -> DigestType:
+    return DigestType(name, name.replace("_", " ").title(), "rolling", MORNING.limits)
+
+
+def _row_centroid_dots(X: sp.csr_matrix, C: sp.csr_matrix, cid: np.ndarray) -> np.ndarray:
+    """``X[i] . C[cid[i]]`` for every row, vectorized: each nonzero (i, t) of X looks up
+    C[cid[i], t] by binary search over C's sorted (row, term) keys."""
+    V = np.int64(X.shape[1])
+    c_rows = np.repeat(np.arange(C.shape[0], dtype=np.int64), np.diff(C.indptr))
+    c_keys = c_rows * V + C.indices.astype(np.int64)  # sorted: CSR rows, sorted indices
+    x_rows = np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
+    q = cid.astype(np.int64)[x_rows] * V + X.indices.astype(np.int64)
+    pos = np.searchsorted(c_keys, q)
+    pos[pos >= len(c_keys)] = 0
+    hit = c_keys[pos] == q if len(c_keys) else np.zeros(len(q), dtype=bool)
+    prod = np.where(hit, X.data * C.data[pos] if len(c_keys) else 0.0, 0.0)
+    return np.bincount(x_rows, weights=prod, minlength=X.shape[0])
+
+
+def _build_clusters(
+    sel: Sequence[Mapping[str, Any]], X: sp.csr_matrix, vocab: np.ndarray, labels: np.ndarray
+) -> list[_Cluster]:
+    n = len(sel)
+    lab = np.asarray(labels, dtype=np.int64).copy()
+    noise = np.flatnonzero(lab < 0)
+    base = int(lab.max()) + 1 if n and lab.max() >= 0 else 0
+    lab[noise] = base + np.arange(len(noise))
+    # renumber clusters by their first article (sorted ids -> deterministic)
+    _, first, inv = np.unique(lab, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    cid = rank[inv.ravel()]
+    m = len(order)
+    M = sp.csr_matrix((np.ones(n), (cid, np.arange(n))), shape=(m, n))
+    C = sp.csr_matrix(M @ X)  # centroid directions (sums)
+    C.sort_indices()
+    cn = np.sqrt(np.asarray(C.multiply(C).sum(axis=1)).ravel())
+    cn[cn == 0.0] = 1.0
+    sims = _row_centroid_dots(X, C, cid) / cn[cid]
+    scores = np.array([_score(r) for r in sel])
+    members: list[list[int]] = [[] for _ in range(m)]
+    for i, c in enumerate(cid.tolist()):
+        members[c].append(i)
+    out = []
+    for c in range(m):
+        mem = members[c]
+        cl = _Cluster(mem)
+        if len(mem) == 1:
+            cl.ranked = mem
+        else:
+            # lead: closest to the centroid, then importance, then tier, then id
+            cl.ranked = sorted(
+                mem,
+                key=lambda i: (
+                    -round(float(sims[i]), 9),
+                    -scores[i],
+                    _tier_rank(sel[i].get("tier")),
+                    sel[i]["article_id"],
+                ),
+            )
+        cl.lead = cl.ranked[0]
+        cl.score = round(float(max(scores[i] for i in mem)), 2)
+        s0, s1 = C.indptr[c], C.indptr[c + 1]
+        idx, val = C.indices[s0:s1], C.data[s0:s1]
+        top = idx[np.lexsort((vocab[idx], -val))[:8]]
+        cl.term_hashes = [int(h) for h in vocab[top]]
+        cl.stories = sorted({str(sel[i].get("story_id")) for i in mem if sel[i].get("story_id")})
+        cl.key = stable_id(*sorted(sel[i]["article_id"] for i in mem))
+        out.append(cl)
+    return out
+
+
+def _stem_surface(members: Sequence[Mapping[str, Any]]) -> tuple[dict[int, str], dict[str, str]]:
+    """hash -> stem and stem -> most frequent surface word, from the members' titles and
+    first words (local: does not depend on any global cache state)."""
+    stem_of: dict[int, str] = {}
+    surf: dict[str, Counter[str]] = {}
+    for r in members:
+        text = (r.get("title") or "") + " " + " ".join((r.get("body_text") or "").split()[:100])
+        for w in _WORD_CASED.findall(text):
+            a = _analyze_word(w.lower())
+            if a is None:
+                continue
+            stem_of[a[1]] = a[0]
+            surf.setdefault(a[0], Counter())[w] += 1
+    best = {}
+    for st, c in surf.items():
+        # most frequent lower-cased word, shown in its most frequent spelling ("iPhone")
+        low: Counter[str] = Counter()
+        for w, n in c.items():
+            low[w.lower()] += n
+        word = sorted(low.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        forms = sorted(
+            ((w, n) for w, n in c.items() if w.lower() == word),
+            key=lambda kv: (-kv[1], kv[0].istitle(), kv[0]),
+        )
+        best[st] = forms[0][0]
+    return stem_of, best
+
+
+def _label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
+    # the lead and the members closest to the centroid speak for the topic
+    members = [sel[i] for i in c.ranked[:20]]
+    stem_of, surface = _stem_surface(members)
+    ent = cluster_entity(members)
+    ent_stems = {a[0] for w in words(ent or "") if (a := _analyze_word(w)) is not None}
+    terms: list[str] = []
+    for h in c.term_hashes:
+        s = stem_of.get(h)
+        if s is None or s in ent_stems or s.isdigit():
+            continue
+        terms.append(surface.get(s, s))
+        if len(terms) == 3:
+            break
+    c.terms = [stem_of[h] for h in c.term_hashes if h in stem_of][:5]
+    if ent and terms:
+        label = f"{ent}: {' '.join(terms)}"
+    elif terms:
+        label = " ".join(terms)
+    else:
+        label = ent or ""
+    if len(label.strip()) < 3:  # self-check: labels clear -> re-label with the lead title
+        label = " ".join((sel[c.lead].get("title") or "Untitled").split()[:8])
+    return label, ent, terms
+
+
+def _item(
+    c: _Cluster,
+    sel: Sequence[Mapping[str, Any]],
+    trend: str | None,
+    wr: tuple[int, int],
+    config: DigestConfig,
+    copies: Mapping[str, Sequence[tuple[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    lead = sel[c.lead]
+    label, ent, terms = _label(c, sel)
+    others = [i for i in c.members if i != c.lead]
+    others.sort(
+        key=lambda i: (-_score(sel[i]), _tier_rank(sel[i].get("tier")), sel[i]["article_id"])
+    )
+    pubs: dict[str, int] = {}
+    for i in others:
+        p = str(sel[i].get("publisher") or sel[i].get("feed_id") or "")
+        if p:
+            pubs[p] = min(pubs.get(p, 9), _tier_rank(sel[i].get("tier")))
+    # the story's duplicate copies (syndication, near-duplicates) are related coverage too
+    # (copies from the lead's own publisher add no coverage: left out)
+    lead_pub = str(lead.get("publisher") or lead.get("feed_id") or "")
+    extra = [pt for sid in c.stories for pt in (copies or {}).get(sid, ()) if pt[0] != lead_pub]
+    for p, tier in extra:
+        if p:
+            pubs[p] = min(pubs.get(p, 9), _tier_rank(tier))
+    related_sources = [p for p, _ in sorted(pubs.items(), key=lambda kv: (kv[1], kv[0]))]
+    summary = extractive_summary(lead, c.terms, wr)
+    return {
+        "label": label,
+        "trend": trend,
+        "score": c.score,
+        "entity": ent,
+        "terms": terms,
+        "lead": _lead(lead),
+        "summary": summary,
+        "summary_words": len(summary.replace(" …", "").split()),
+        "related_count": len(others) + len(extra),
+        "related_sources": related_sources,
+        "related": [
+            {
+                "article_id": sel[i]["article_id"],
+                "title": sel[i].get("title") or "",
+                "publisher": str(sel[i].get("publisher") or sel[i].get("feed_id") or ""),
+                "url": sel[i].get("url"),
+                "score": _score(sel[i]),
+            }
+            for i in others[: config.related_max]
+        ],
+        "article_ids": [lead["article_id"], *(sel[i]["article_id"] for i in others)][
+            : config.article_ids_max
+        ],
+        "story_ids": c.stories[:20],
+        "size": len(c.members),
+        "topic_key": c.key,
+    }
+
+
+def _lead(r: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "article_id": r["article_id"],
+        "title": r.get("title") or "",
+        "url": r.get("url"),
+        "publisher": str(r.get("publisher") or r.get("feed_id") or "unknown"),
+        "feed_id": str(r.get("feed_id") or ""),
+        "tier": r.get("tier"),
+        "published_at": ms_to_iso(article_time_ms(r, "published")),
+        "score": _score(r),
+    }
+
+
+def _ensure_attribution(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """Self-check: the lead needs a source name and URL; else re-rank to the best-ranked
+    member that has both. Returns (re-ranked, still missing)."""
+
+    def ok(i: int) -> bool:
+        r = sel[i]
+        return bool(r.get("url")) and bool(r.get("publisher") or r.get("feed_id"))
+
+    if ok(c.lead):
+        return 0, 0
+    for i in c.ranked:
+        if ok(i):
+            c.lead = i
+            return 1, 0
+    return 0, 1
+
+
+def _check_t5_top(
+    sections: dict[str, list[_Cluster]],
+    sel: Sequence[Mapping[str, Any]],
+    checks: list[dict[str, Any]],
+) -> None:
+    """000 Step 4 self-check: IF the highest-scoring article is from a T5 source, review its
+    corroboration: a T5 lead without any T1-T4 coverage in its cluster or story is moved
+    below the first item that is not such a case."""
+    for name in (TOP_STORIES, NOTEWORTHY, ALSO_MENTIONED):
+        items = sections[name]
+        if not items:
+            continue
+        first = items[0]
+        lead = sel[first.lead]
+        if lead.get("tier") != "T5":
+            checks.append({"check": "t5_top", "ok": True, "action": None})
+            return
+        tiers = {sel[i].get("tier") for i in first.members} | set(lead.get("story_tiers") or ())
+        if tiers & {"T1", "T2", "T3", "T4"}:
+            checks.append(
+                {"check": "t5_top", "ok": True, "action": "T5 lead corroborated by T1-T4"}
+            )
+            return
+        j = next((k for k, c in enumerate(items) if sel[c.lead].get("tier") != "T5"), None)
+        if j is None:
+            checks.append({"check": "t5_top", "ok": False, "action": "only T5 sources"})
+            return
+        items.insert(j, items.pop(0))
+        checks.append(
+            {"check": "t5_top", "ok": False, "action": "re-ranked an uncorroborated T5 lead"}
+        )
+        return
+    checks.append({"check": "t5_top", "ok": True, "action": None})
+
+
+def _sections_sorted(sections: list[dict[str, Any]]) -> bool:
+    for s in sections:
+        sc = [it["score"] for it in s["items"]]
+        # one re-rank (T5 self-check) may move a single item down
+        bad = sum(1 for a, b in itertools.pairwise(sc) if a < b)
+        if bad > 1:
+            return False
+    return True
+
+
+# ---- trends --------------------------------------------------------------------------
+
+
+class _PrevTopics:
+    """The previous window's topic index, parsed once, with inverted indexes by story id and
+    top-term hash (so matching a cluster looks only at topics sharing something with it)."""
+
+    def __init__(self, prev_index: Sequence[Mapping[str, Any]]) -> None:
+        self.items = list(prev_index)
+        self.stories = [set(p.get("story_ids") or ()) for p in self.items]
+        self.terms = [{int(x) for x in (p.get("term_hashes") or ())[:5]} for p in self.items]
+        self.by_story: dict[str, list[int]] = {}
+        self.by_term: dict[int, list[int]] = {}
+        for i in range(len(self.items)):
+            for sid in self.stories[i]:
+                self.by_story.setdefault(sid, []).append(i)
+            for t in self.terms[i]:
+                self.by_term.setdefault(t, []).append(i)
+
+
+def _match_prev(
+    c: _Cluster, terms: Sequence[int], prev: _PrevTopics | Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The previous window's topic this cluster continues: shared story ids first, then the
+    largest overlap of top terms (Jaccard >= 0.4 over the top-5 term hashes)."""
+    if not isinstance(prev, _PrevTopics):
+        prev = _PrevTopics(prev)
+    stories = set(c.stories)
+    t5 = set(terms[:5])
+    cand: set[int] = set()
+    for sid in stories:
+        cand.update(prev.by_story.get(sid, ()))
+    for t in t5:
+        cand.update(prev.by_term.get(t, ()))
+    best: tuple[tuple[float, float, int, str], Mapping[str, Any]] | None = None
+    for i in sorted(cand):
+        p = prev.items[i]
+        shared = len(stories & prev.stories[i])
+        pt = prev.terms[i]
+        jac = len(t5 & pt) / len(t5 | pt) if (t5 or pt) else 0.0
+        if shared == 0 and jac < 0.4:
+            continue
+        k = (float(shared), jac, int(p.get("size") or 0), str(p.get("key") or ""))
+        if best is None or k > best[0]:
+            best = (k, p)
+    return best[1] if best else None
+
+
+def _trend_of(size: int, prev: Mapping[str, Any] | None, config: DigestConfig) -> str | None:
+    if prev is None:
+        return "EMERGING" if size >= config.emerging_min else None
+    ps = int(prev.get("size") or 0)
+    if ps <= 0:
+        return "EMERGING" if size >= config.emerging_min else None
+    if size >= ps * (1 + config.trend_change) and size >= 2:
+        return "TRENDING"
+    if ps >= 2 and size <= ps * (1 - config.trend_change):
+        return "FADING"
+    return None
+
+
+def _trends(
+    clusters: Sequence[_Cluster], prev_index: Sequence[Mapping[str, Any]], config: DigestConfig
+) -> dict[str, str | None]:
+    prev = _PrevTopics(prev_index)
+    return {
+        c.key: _trend_of(len(c.members), _match_prev(c, c.term_hashes, prev), config)
+        for c in clusters
+    }
+
+
+def _index_order(clusters: Sequence[_Cluster]) -> list[_Cluster]:
+    multi = [c for c in clusters if len(c.members) >= 2]
+    return sorted(multi, key=lambda c: (-len(c.members), -c.score, c.key))
+
+
+def _topic_index(
+    clusters: Sequence[_Cluster],
+    sel: Sequence[Mapping[str, Any]],
+    trends: Mapping[str, str | None],
+    config: DigestConfig,
+) -> list[dict[str, Any]]:
+    """Compact description of the window's multi-article topics, for the next window's trend
+    flags (matching by story ids and top terms)."""
+    out = []
+    for c in _index_order(clusters)[: config.topic_index_size]:
+        lead = sel[c.lead]
+        out.append(
+            {
+                "key": c.key,
+                "label": " ".join((lead.get("title") or "").split()[:10]),
+                "size": len(c.members),
+                "score": c.score,
+                "trend": trends.get(c.key),
+                "term_hashes": [str(h) for h in c.term_hashes[:5]],
+                "story_ids": c.stories[:20],
+            }
+        )
+    return out
+
+
+def _declining(
+    prev_index: Sequence[Mapping[str, Any]],
+    clusters: Sequence[_Cluster],
+    trends: Mapping[str, str | None],
+    config: DigestConfig,
+) -> list[str]:
+    """Labels of previous topics that shrank by 50 %+ (or disappeared)."""
+    cur_by_prev: dict[str, int] = {}
+    prev = _PrevTopics(prev_index)
+    for c in clusters:
+        if len(c.members) < 2:  # 1 article is a 50 %+ drop from any previous topic (>= 2)
+            continue
+        p = _match_prev(c, c.term_hashes, prev)
+        if p is not None:
+            k = str(p.get("key"))
+            cur_by_prev[k] = cur_by_prev.get(k, 0) + len(c.members)
+    out = []
+    for p in sorted(prev_index, key=lambda p: (-int(p.get("size") or 0), str(p.get("key")))):
+        ps = int(p.get("size") or 0)
+        if ps >= 2 and cur_by_prev.get(str(p.get("key")), 0) <= ps * (1 - config.trend_change):
+            out.append(str(p.get("label") or p.get("key")))
+    return out
+
+
+def _health_block(
+    fh: FeedHealthAccumulator | Mapping[str, Any] | Iterable[Mapping[str, Any]] | None,
+) -> dict[str, Any]:
+    if fh is None:
+        return FeedHealthAccumulator().summary()
+    if isinstance(fh, FeedHealthAccumulator):
+        return fh.summary()
+    if isinstance(fh, Mapping):
+        return dict(fh)
+    return summarize_feed_health(fh)
+
+
+def digest_memory(d: Mapping[str, Any]) -> dict[str, Any]:
+    """What to keep of a digest as ``previous`` for the next window of its type (small)."""
+    return {
+        "digest_id": d.get("digest_id"),
+        "window_end": d.get("window_end"),
+        "topic_index": list(d.get("topic_index") or []),
+    }
+
+
+def digest_key(d: Mapping[str, Any]) -> bytes:
+    """Kafka key of a digest: ``digest_type:window_start`` (re-emits are idempotent)."""
+    return str(d["digest_id"]).encode()

@@ -1,0 +1,124 @@
+"""The digest's Feed Health Report: per-feed counters accumulated from ``feed-health`` records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# --------------------------------------------------------------------------------------
+# Feed health summary
+# --------------------------------------------------------------------------------------
+
+OK_STATUSES = frozenset({"ok", "not_modified", "redirected", "empty", "partial_undated"})
+ERROR_STATUSES = frozenset(
+    {
+        "timeout",
+        "http_error",
+        "parse_error",
+        "html_instead_of_feed",
+        "rate_limited",
+        "dead",
+        "blocked",
+        "too_large",
+        "all_undated",
+        "silent_zero",
+    }
+)
+
+
+@dataclass(slots=True)
+class _FeedStat:
+    polls: int = 0
+    ok: int = 0
+    errors: int = 0
+    last_at: str = ""
+    last_status: str = ""
+    reliability: float | None = None
+    alert: str | None = None
+
+
+class FeedHealthAccumulator:
+    """Folds ``feed-health`` records (poller polls) of a window into the digest's report."""
+
+    def __init__(self) -> None:
+        self._feeds: dict[str, _FeedStat] = {}
+        self._seen: set[str] = set()
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        rid = rec.get("record_id") or ""
+        if rid:
+            if rid in self._seen:  # at-least-once re-emits
+                return
+            self._seen.add(rid)
+        fid = str(rec.get("feed_id") or "")
+        if not fid:
+            return
+        st = self._feeds.setdefault(fid, _FeedStat())
+        status = str(rec.get("status") or "")
+        # a poll seen by the poller, or a fetched payload seen by the flow (the flow only
+        # gets the poller's successful fetches, so a record of either kind is one poll)
+        if rec.get("source", "poller") in ("poller", "flow"):
+            st.polls += 1
+            if status in ERROR_STATUSES:
+                st.errors += 1
+            else:
+                st.ok += 1
+        at = str(rec.get("at") or "")
+        if (at, status) >= (st.last_at, st.last_status):
+            st.last_at, st.last_status = at, status
+            if rec.get("reliability") is not None:
+                st.reliability = float(rec["reliability"])
+            st.alert = rec.get("alert")
+
+    def summary(self, max_rows: int = 50) -> dict[str, Any]:
+        polls = sum(s.polls for s in self._feeds.values())
+        ok = sum(s.ok for s in self._feeds.values())
+        errors = sum(s.errors for s in self._feeds.values())
+        rows = []
+        for fid, s in sorted(self._feeds.items()):
+            rate = s.ok / s.polls if s.polls else None
+            unhealthy = (
+                s.last_status in ERROR_STATUSES
+                or bool(s.alert)
+                or (s.reliability is not None and s.reliability < 0.5)
+                or (rate is not None and s.polls >= 3 and rate < 0.5)
+            )
+            rows.append(
+                {
+                    "feed_id": fid,
+                    "polls": s.polls,
+                    "successful": s.ok,
+                    "errors": s.errors,
+                    "success_rate": round(rate, 4) if rate is not None else None,
+                    "last_status": s.last_status or None,
+                    "reliability": s.reliability,
+                    "alert": s.alert,
+                    "unhealthy": unhealthy,
+                }
+            )
+        rows.sort(
+            key=lambda r: (
+                not r["unhealthy"],
+                r["success_rate"] if r["success_rate"] is not None else 2.0,
+                r["feed_id"],
+            )
+        )
+        return {
+            "feeds_polled": sum(1 for s in self._feeds.values() if s.polls),
+            "feeds_seen": len(self._feeds),
+            "polls": polls,
+            "successful": ok,
+            "errors": errors,
+            "success_rate": round(ok / polls, 4) if polls else None,
+            "unhealthy_feeds": [r["feed_id"] for r in rows if r["unhealthy"]],
+            "feeds": rows[:max_rows],
+        }
+
+
+def summarize_feed_health(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    acc = FeedHealthAccumulator()
+    for r in records:
+        acc.add(r)
+    return acc.summary()

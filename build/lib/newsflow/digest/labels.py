@@ -1,0 +1,165 @@
+"""Topic labels and summaries: capitalized phrases (entities), the cluster's entity, sentences,
+extractive summaries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from newsflow.text.tokenize import STOP_WORDS, _analyze_word, words
+
+# --------------------------------------------------------------------------------------
+# Entities, labels, summaries
+# --------------------------------------------------------------------------------------
+
+_GENERIC_TEXT = (
+    "breaking update updated exclusive watch video live report reports analysis opinion "
+    "review photos photo pictures new news today monday tuesday wednesday thursday friday "
+    "saturday sunday january february march april may june july august september october "
+    "november december mr mrs ms dr it this that these those here there what why how when "
+    "where who first last"
+)
+_GENERIC_CAPS = frozenset(_GENERIC_TEXT.split())
+_CAP_TOKEN = re.compile(r"[^\W\d_][\w&'’.-]*|\d[\w.,]*|[.!?:;,\"“”()\[\]|—–-]")
+
+
+def _is_title_case(title: str) -> bool:
+    long = [w for w in title.split() if len(w) > 3 and w[0].isalpha()]
+    return len(long) >= 2 and sum(w[0].isupper() for w in long) >= 0.75 * len(long)
+
+
+def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
+    """Runs of capitalized words ("Barack Obama", "European Central Bank"), original case,
+    minus stop/generic words; sentence-initial single words are skipped (undecidable)."""
+    out: list[str] = []
+    run: list[str] = []
+    initial = True
+    run_initial = False
+
+    def close() -> None:
+        if run:
+            # long runs are Title Case headline fragments, not names
+            lone_initial = skip_initial and run_initial and len(run) == 1 and not run[0].isupper()
+            if not lone_initial and len(run) <= 4:
+                out.append(" ".join(run))
+            run.clear()
+
+    for tok in _CAP_TOKEN.findall(text):
+        if tok in '.!?:;|—–-"“”()[]':
+            close()
+            initial = tok in ".!?:;|"
+            continue
+        if tok == ",":
+            close()
+            continue
+        w = re.sub(r"['’]s$", "", tok).strip(".-'’")
+        low = w.lower()
+        if (
+            w
+            and w[0].isupper()
+            and low not in STOP_WORDS
+            and low not in _GENERIC_CAPS
+            and (len(w) > 1)
+        ):
+            if not run:
+                run_initial = initial
+            run.append(w)
+        else:
+            close()
+        initial = False
+        if tok[-1] in ".!?" and not re.fullmatch(r"(?:[A-Za-z]\.)+", tok):
+            # "... data. Aftershocks of ..." -- the period came attached to the word
+            close()
+            initial = True
+    close()
+    return out
+
+
+def _entities_of(rec: Mapping[str, Any]) -> dict[str, int]:
+    """Entity phrases of one article -> weight (2 when in the title, 1 when only in the first
+    80 body words). A headline's sentence-initial word counts when the body also capitalizes
+    it mid-sentence ("Apple unveils ..." + "... Apple said")."""
+    title = rec.get("title") or ""
+    body = " ".join((rec.get("body_text") or "").split()[:80])
+    body_ents = capitalized_phrases(body)
+    out: dict[str, int] = dict.fromkeys(body_ents, 1)
+    if title and not _is_title_case(title):
+        confirmed = {e.lower() for e in body_ents}
+        for e in capitalized_phrases(title, skip_initial=False):
+            if e.lower() in confirmed or e in capitalized_phrases(title):
+                out[e] = 2
+    return out
+
+
+def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
+    """The most frequent capitalized phrase across the cluster's articles (each article counts
+    once, a title mention twice); for 2+ articles it must appear in at least 2 of them."""
+    c: Counter[str] = Counter()
+    arts: Counter[str] = Counter()
+    case: dict[str, Counter[str]] = {}
+    for r in members:
+        seen: dict[str, int] = {}
+        for e, w in _entities_of(r).items():
+            k = e.lower()
+            seen[k] = max(seen.get(k, 0), w)
+            case.setdefault(k, Counter())[e] += 1
+        for k, w in seen.items():
+            c[k] += w
+            arts[k] += 1
+    if not c:
+        return None
+    need = 2 if len(members) >= 2 else 1
+    best = sorted(c.items(), key=lambda kv: (-kv[1], -len(kv[0].split()), kv[0]))
+    for k, _ in best:
+        if arts[k] >= need:
+            forms = case[k]
+            return sorted(forms.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    return None
+
+
+_WORD_CASED = re.compile(r"[^\W_]+", re.UNICODE)
+_SENT_SPLIT = re.compile(r"(?<=[.!?])[\"”’)]*\s+(?=[\"“‘(]?[A-Z0-9])")
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENT_SPLIT.split(" ".join(text.split())) if s.strip()]
+
+
+def extractive_summary(
+    rec: Mapping[str, Any],
+    key_stems: Sequence[str] = (),
+    words_range: tuple[int, int] = (50, 75),
+    max_sentences: int = 12,
+) -> str:
+    """50-75 words (by default) taken from the lead article's own sentences: the first
+    sentences, plus the ones that best cover the topic's key terms, in their original order;
+    cut (with "…") at the maximum. Falls back to the title when there is no body."""
+    lo, hi = words_range
+    body = rec.get("body_text") or ""
+    title = rec.get("title") or ""
+    sents = sentences(body)[:max_sentences]
+    tnorm = " ".join(words(title))
+    sents = [s for s in sents if len(s.split()) >= 4 and " ".join(words(s)) != tnorm]
+    if not sents:
+        text = " ".join(body.split()) or title
+        toks = text.split()
+        return " ".join(toks[:hi]) + (" …" if len(toks) > hi else "")
+    keys = set(key_stems)
+    scored = []
+    for i, s in enumerate(sents):
+        stems = {a[0] for w in words(s) if (a := _analyze_word(w)) is not None}
+        scored.append((-(len(stems & keys) + (2.0 if i == 0 else 1.0 / (1 + i))), i))
+    chosen: list[int] = []
+    n = 0
+    for _, i in sorted(scored):
+        if n >= lo:
+            break
+        chosen.append(i)
+        n += len(sents[i].split())
+    toks = " ".join(sents[i] for i in sorted(chosen)).split()
+    if len(toks) > hi:
+        return " ".join(toks[:hi]).rstrip(",;:") + " …"
+    return " ".join(toks)

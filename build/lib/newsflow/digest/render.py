@@ -1,0 +1,397 @@
+"""Render a ``digests.v1`` dict as Markdown or as a standalone HTML page (inline CSS).
+
+Everything taken from the digest is escaped; only ``http(s)`` URLs become links.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from newsflow.core.timeutil import iso_to_ms
+
+SECTION_ORDER = ("Top Stories", "Noteworthy", "Also Mentioned")
+FEED_HEALTH = "Feed Health Report"
+_SAFE_URL = re.compile(r"^https?://[^\s<>\"']+$", re.IGNORECASE)
+
+
+def safe_url(url: Any) -> str | None:
+    """The URL if it is a plain http(s) URL, else None (no javascript:, data:, ...)."""
+    if isinstance(url, str) and _SAFE_URL.match(url.strip()):
+        return url.strip()
+    return None
+
+
+def _fmt_time(iso: str | None) -> str:
+    if not iso:
+        return ""
+    try:
+        dt = datetime.fromtimestamp(iso_to_ms(iso) / 1000, tz=UTC)
+    except (ValueError, TypeError):
+        return str(iso)
+    return dt.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _fmt_date_range(d: Mapping[str, Any]) -> str:
+    return f"{_fmt_time(d.get('window_start'))} – {_fmt_time(d.get('window_end'))}"
+
+
+def _sections(d: Mapping[str, Any]) -> list[tuple[str, Sequence[Mapping[str, Any]]]]:
+    by = {s.get("name"): s.get("items") or [] for s in d.get("sections") or []}
+    out = [(name, by.get(name, [])) for name in SECTION_ORDER]
+    out += [(n, it) for n, it in by.items() if n not in SECTION_ORDER]
+    return out
+
+
+def _related_line(it: Mapping[str, Any]) -> str:
+    n = int(it.get("related_count") or 0)
+    if n <= 0:
+        return ""
+    srcs = list(it.get("related_sources") or [])
+    shown = ", ".join(srcs[:6]) + (f" and {len(srcs) - 6} more" if len(srcs) > 6 else "")
+    return f"{n} more from {shown}" if shown else f"{n} more"
+
+
+def _one_line(text: str, max_words: int = 30) -> str:
+    first = re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0]
+    toks = first.split()
+    return " ".join(toks[:max_words]) + (" …" if len(toks) > max_words else "")
+
+
+# --------------------------------------------------------------------------------------
+# Markdown
+# --------------------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>])")
+
+
+def md_escape(text: Any) -> str:
+    return _MD_SPECIAL.sub(r"\\\1", str(text if text is not None else ""))
+
+
+def _md_link(text: str, url: Any) -> str:
+    u = safe_url(url)
+    t = md_escape(text)
+    return f"[{t}](<{u.replace('>', '%3E')}>)" if u else t
+
+
+def to_markdown(d: Mapping[str, Any]) -> str:
+    title = d.get("title") or str(d.get("digest_type", "digest")).replace("_", " ").title()
+    lines = [
+        f"# {md_escape(title)} — {md_escape(_fmt_date_range(d))}",
+        "",
+        f"*{d.get('article_count', 0)} articles · {d.get('duplicates_removed', 0)} duplicates "
+        f"removed · digest `{str(d.get('digest_id', '')).replace('`', '')}`*",
+        "",
+    ]
+    for name, items in _sections(d):
+        lines += [f"## {md_escape(name)}", ""]
+        if not items:
+            lines += ["_Nothing in this section._", ""]
+        for it in items:
+            lead = it.get("lead") or {}
+            trend = f"**[{it['trend']}]** " if it.get("trend") else ""
+            meta = " · ".join(
+                x
+                for x in (
+                    md_escape(lead.get("publisher") or ""),
+                    md_escape(lead.get("tier") or ""),
+                    md_escape(_fmt_time(lead.get("published_at"))),
+                    f"score {it.get('score')}",
+                )
+                if x
+            )
+            if name == "Top Stories":
+                lines += [
+                    f"### {trend}{md_escape(it.get('label', ''))}",
+                    "",
+                    f"**{_md_link(lead.get('title', ''), lead.get('url'))}** — {meta}",
+                    "",
+                ]
+                if it.get("summary"):
+                    lines += [md_escape(it["summary"]), ""]
+                rel = _related_line(it)
+                if rel:
+                    lines += [f"*Related: {md_escape(rel)}*", ""]
+            elif name == "Noteworthy":
+                summ = _one_line(it.get("summary") or "")
+                lines.append(
+                    f"- {trend}**{md_escape(it.get('label', ''))}**: "
+                    f"{_md_link(lead.get('title', ''), lead.get('url'))} — {meta}"
+                    + (f"  \n  {md_escape(summ)}" if summ else "")
+                )
+            else:
+                lines.append(
+                    f"- {_md_link(lead.get('title', ''), lead.get('url'))} — "
+                    f"{md_escape(lead.get('publisher') or '')}"
+                )
+        if items and name != "Top Stories":
+            lines.append("")
+    lines += _md_health(d.get("feed_health") or {})
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_health(h: Mapping[str, Any]) -> list[str]:
+    rate = h.get("success_rate")
+    lines = [
+        f"## {FEED_HEALTH}",
+        "",
+        f"- {h.get('feeds_polled', 0)} feeds polled, {h.get('successful', 0)} successful polls, "
+        f"{h.get('errors', 0)} errors"
+        + (f" (success rate {rate * 100:.1f} %)" if isinstance(rate, int | float) else ""),
+        f"- {h.get('new_articles', 0)} new articles, {h.get('duplicates_removed', 0)} "
+        "duplicates removed",
+    ]
+    unhealthy = h.get("unhealthy_feeds") or []
+    if unhealthy:
+        lines.append(f"- Unhealthy feeds: {md_escape(', '.join(map(str, unhealthy[:20])))}")
+    for key, title in (("emerging_topics", "Emerging"), ("declining_topics", "Declining")):
+        vals = h.get(key) or []
+        if vals:
+            lines.append(f"- {title} topics: {md_escape('; '.join(map(str, vals[:5])))}")
+    rows = h.get("feeds") or []
+    if rows:
+        lines += [
+            "",
+            "| Feed | Polls | OK | Errors | Success | Last status | Reliability |",
+            "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
+        ]
+        for r in rows[:25]:
+            lines.append(
+                f"| {md_escape(r.get('feed_id'))}{' ⚠' if r.get('unhealthy') else ''} "
+                f"| {r.get('polls', 0)} | {r.get('successful', 0)} | {r.get('errors', 0)} "
+                f"| {_pct(r.get('success_rate'))} | {md_escape(r.get('last_status') or '')} "
+                f"| {_num(r.get('reliability'))} |"
+            )
+    lines.append("")
+    return lines
+
+
+def _pct(v: Any) -> str:
+    return f"{v * 100:.0f} %" if isinstance(v, int | float) else "–"
+
+
+def _num(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, int | float) else "–"
+
+
+# --------------------------------------------------------------------------------------
+# HTML
+# --------------------------------------------------------------------------------------
+
+_CSS = """
+:root{--ink:#1d2430;--muted:#5c6675;--line:#e3e7ee;--bg:#f6f7fb;--card:#fff;--accent:#2956d6}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--ink);font:16px/1.55 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
+main{max-width:860px;margin:0 auto;padding:32px 20px 64px}
+header.digest{border-bottom:3px solid var(--ink);padding-bottom:14px;margin-bottom:28px}
+header.digest h1{font-family:Georgia,"Times New Roman",serif;font-size:2.3rem;margin:0 0 4px;letter-spacing:-.5px}
+.meta{color:var(--muted);font-size:.92rem}
+.stats{display:flex;gap:18px;flex-wrap:wrap;margin-top:10px}
+.stat{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:6px 12px;font-size:.9rem}
+.stat b{font-size:1.1rem}
+section{margin:0 0 36px}
+section>h2{font-size:1.05rem;text-transform:uppercase;letter-spacing:1.5px;color:var(--muted);border-bottom:1px solid var(--line);padding-bottom:6px}
+article.story{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;margin:14px 0;box-shadow:0 1px 2px rgba(20,30,50,.04)}
+article.story h3{margin:0 0 6px;font-size:1.2rem}
+.lead-title{font-family:Georgia,"Times New Roman",serif;font-size:1.08rem;font-weight:600}
+a{color:var(--accent);text-decoration:none}a:hover{text-decoration:underline}
+.byline{color:var(--muted);font-size:.86rem;margin:4px 0 8px}
+.score{display:inline-block;min-width:2.6em;text-align:center;border-radius:999px;padding:1px 8px;font-size:.8rem;font-weight:700;color:#fff;background:#6b7280}
+.score.hi{background:#c2410c}.score.mid{background:#b45309}.score.lo{background:#6b7280}
+.tier{display:inline-block;border:1px solid var(--line);border-radius:4px;padding:0 5px;font-size:.75rem}
+.badge{display:inline-block;border-radius:4px;padding:1px 7px;font-size:.72rem;font-weight:800;letter-spacing:.6px;margin-right:6px;vertical-align:middle}
+.badge.EMERGING{background:#dcfce7;color:#166534}.badge.TRENDING{background:#fee2e2;color:#991b1b}.badge.FADING{background:#e5e7eb;color:#374151}
+.summary{margin:6px 0}
+.related{color:var(--muted);font-size:.88rem}
+.related ul{margin:4px 0 0;padding-left:18px}
+ul.compact{list-style:none;padding:0;margin:0}
+ul.compact li{padding:8px 0;border-bottom:1px dashed var(--line)}
+.label{font-weight:700}
+.empty{color:var(--muted);font-style:italic}
+table{border-collapse:collapse;width:100%;background:var(--card);font-size:.88rem}
+th,td{border-bottom:1px solid var(--line);padding:6px 8px;text-align:left}
+th{background:#eef1f7}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.bad td{background:#fff4f2}
+footer{color:var(--muted);font-size:.8rem;margin-top:40px}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x if x is not None else ""), quote=True)
+
+
+def _a(text: Any, url: Any, cls: str = "") -> str:
+    u = safe_url(url)
+    c = f' class="{cls}"' if cls else ""
+    if u:
+        return f'<a{c} href="{_e(u)}" rel="noopener noreferrer">{_e(text)}</a>'
+    return f"<span{c}>{_e(text)}</span>"
+
+
+def _score_badge(score: Any) -> str:
+    if not isinstance(score, int | float):
+        return ""
+    cls = "hi" if score >= 70 else "mid" if score >= 40 else "lo"
+    return f'<span class="score {cls}" title="importance">{score:.0f}</span>'
+
+
+def _trend_badge(trend: Any) -> str:
+    if trend in ("EMERGING", "TRENDING", "FADING"):
+        return f'<span class="badge {trend}">{trend}</span>'
+    return ""
+
+
+def _byline(lead: Mapping[str, Any]) -> str:
+    parts = [_e(lead.get("publisher") or "")]
+    if lead.get("tier"):
+        parts.append(f'<span class="tier">{_e(lead["tier"])}</span>')
+    parts.append(f'<time datetime="{_e(lead.get("published_at"))}">'
+                 f"{_e(_fmt_time(lead.get('published_at')))}</time>")  # fmt: skip
+    return " · ".join(p for p in parts if p)
+
+
+def to_html(d: Mapping[str, Any]) -> str:
+    title = d.get("title") or str(d.get("digest_type", "digest")).replace("_", " ").title()
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)} — {_e(_fmt_date_range(d))}</title>",
+        f"<style>{_CSS}</style></head><body><main>",
+        '<header class="digest">',
+        f"<h1>{_e(title)}</h1>",
+        f'<div class="meta">{_e(_fmt_date_range(d))}</div>',
+        '<div class="stats">',
+        f'<span class="stat"><b>{_e(d.get("article_count", 0))}</b> articles</span>',
+        f'<span class="stat"><b>{_e(d.get("duplicates_removed", 0))}</b> duplicates removed</span>',
+        f'<span class="stat"><b>{_e(d.get("cluster_count", ""))}</b> topics</span>'
+        if d.get("cluster_count") is not None
+        else "",
+        "</div></header>",
+    ]
+    for name, items in _sections(d):
+        sid = name.lower().replace(" ", "-")
+        out.append(f'<section id="{_e(sid)}" data-section="{_e(name)}"><h2>{_e(name)}</h2>')
+        if not items:
+            out.append('<p class="empty">Nothing in this section.</p>')
+        elif name == "Top Stories":
+            out += [_html_top(it) for it in items]
+        else:
+            out.append('<ul class="compact">')
+            out += [_html_compact(it, full=name == "Noteworthy") for it in items]
+            out.append("</ul>")
+        out.append("</section>")
+    out.append(_html_health(d.get("feed_health") or {}))
+    out.append(
+        f"<footer>Digest <code>{_e(d.get('digest_id', ''))}</code> · generated for event time "
+        f"{_e(_fmt_time(d.get('generated_at')))} · newsflow</footer>"
+    )
+    out.append("</main></body></html>")
+    return "\n".join(x for x in out if x) + "\n"
+
+
+def _html_top(it: Mapping[str, Any]) -> str:
+    lead = it.get("lead") or {}
+    rel = _related_line(it)
+    related = ""
+    if rel:
+        links = "".join(
+            f"<li>{_a(r.get('title', ''), r.get('url'))} — {_e(r.get('publisher', ''))}</li>"
+            for r in it.get("related") or []
+        )
+        related = f'<div class="related">Related: {_e(rel)}' + (
+            f"<ul>{links}</ul>" if links else ""
+        ) + "</div>"  # fmt: skip
+    return (
+        '<article class="story">'
+        f"<h3>{_trend_badge(it.get('trend'))}{_e(it.get('label', ''))} "
+        f"{_score_badge(it.get('score'))}</h3>"
+        f"<div>{_a(lead.get('title', ''), lead.get('url'), 'lead-title')}</div>"
+        f'<div class="byline">{_byline(lead)}</div>'
+        + (f'<p class="summary">{_e(it.get("summary"))}</p>' if it.get("summary") else "")
+        + related
+        + "</article>"
+    )
+
+
+def _html_compact(it: Mapping[str, Any], *, full: bool) -> str:
+    lead = it.get("lead") or {}
+    if full:
+        summ = _one_line(it.get("summary") or "")
+        rel = _related_line(it)
+        return (
+            f'<li>{_trend_badge(it.get("trend"))}<span class="label">{_e(it.get("label", ""))}'
+            f"</span> {_score_badge(it.get('score'))}<br>"
+            f"{_a(lead.get('title', ''), lead.get('url'))}"
+            f'<div class="byline">{_byline(lead)}'
+            + (f" · {_e(rel)}" if rel else "")
+            + "</div>"
+            + (f'<div class="summary">{_e(summ)}</div>' if summ else "")
+            + "</li>"
+        )
+    return (
+        f"<li>{_a(lead.get('title', ''), lead.get('url'))} "
+        f'<span class="byline">— {_e(lead.get("publisher", ""))}</span></li>'
+    )
+
+
+def _html_health(h: Mapping[str, Any]) -> str:
+    rate = h.get("success_rate")
+    items = [
+        f"<li><b>{_e(h.get('feeds_polled', 0))}</b> feeds polled, "
+        f"<b>{_e(h.get('successful', 0))}</b> successful polls, "
+        f"<b>{_e(h.get('errors', 0))}</b> errors"
+        + (f" (success rate {_e(f'{rate * 100:.1f}')} %)" if isinstance(rate, int | float) else "")
+        + "</li>",
+        f"<li><b>{_e(h.get('new_articles', 0))}</b> new articles, "
+        f"<b>{_e(h.get('duplicates_removed', 0))}</b> duplicates removed</li>",
+    ]
+    if h.get("unhealthy_feeds"):
+        items.append(
+            "<li>Unhealthy feeds: " + _e(", ".join(map(str, h["unhealthy_feeds"][:20]))) + "</li>"
+        )
+    for key, title, badge in (
+        ("emerging_topics", "Emerging topics", "EMERGING"),
+        ("declining_topics", "Declining topics", "FADING"),
+    ):
+        vals = h.get(key) or []
+        if vals:
+            items.append(
+                f"<li>{_trend_badge(badge)}{title}: {_e('; '.join(map(str, vals[:5])))}</li>"
+            )
+    rows = h.get("feeds") or []
+    table = ""
+    if rows:
+        body = "".join(
+            f'<tr class="{"bad" if r.get("unhealthy") else ""}"><td>{_e(r.get("feed_id"))}</td>'
+            f'<td class="num">{_e(r.get("polls", 0))}</td>'
+            f'<td class="num">{_e(r.get("successful", 0))}</td>'
+            f'<td class="num">{_e(r.get("errors", 0))}</td>'
+            f'<td class="num">{_e(_pct(r.get("success_rate")))}</td>'
+            f"<td>{_e(r.get('last_status') or '')}</td>"
+            f'<td class="num">{_e(_num(r.get("reliability")))}</td></tr>'
+            for r in rows[:50]
+        )
+        table = (
+            '<table class="feed-health"><thead><tr><th>Feed</th><th>Polls</th><th>OK</th>'
+            "<th>Errors</th><th>Success</th><th>Last status</th><th>Reliability</th></tr>"
+            f"</thead><tbody>{body}</tbody></table>"
+        )
+    return (
+        f'<section id="feed-health-report" data-section="{FEED_HEALTH}"><h2>{FEED_HEALTH}</h2>'
+        f"<ul>{''.join(items)}</ul>{table}</section>"
+    )
+
+
+def render(d: Mapping[str, Any], fmt: str = "md") -> str:
+    if fmt == "html":
+        return to_html(d)
+    if fmt in ("md", "markdown"):
+        return to_markdown(d)
+    msg = f"unknown format {fmt!r} (md or html)"
+    raise ValueError(msg)

@@ -1,0 +1,314 @@
+"""Fast path for well-formed RSS 2.0 / RSS 1.0 / Atom 1.0 documents.
+
+feedparser is the parser of record, but it costs ~2-5 ms per small document (SAX callbacks in
+Python, URL joins per element): measured ~780 articles/s on UCI replays, below the 2,000/s
+target. Most real payloads are well-formed XML in one of three formats, so this module parses
+them with the C ElementTree parser and returns entries in the *same shape* feedparser gives
+(the keys ``normalize_entry`` reads), using feedparser's own date parser. Anything unusual --
+not well-formed, a DOCTYPE, another format/version, XHTML content, an unknown encoding --
+returns ``None`` and the caller falls back to feedparser. ``tests/test_fastfeed.py`` checks,
+on the parser corpora, that both paths give identical articles.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+try:  # feedparser's own date parser: identical dates on both paths
+    from feedparser.datetimes import _parse_date as parse_date
+except ImportError:  # pragma: no cover - a future feedparser moved it: always fall back
+    parse_date = None
+
+ATOM = "{http://www.w3.org/2005/Atom}"
+RSS1 = "{http://purl.org/rss/1.0/}"
+RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}"
+DC = "{http://purl.org/dc/elements/1.1/}"
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+CONTENT = "{http://purl.org/rss/1.0/modules/content/}"
+MEDIA = "{http://search.yahoo.com/mrss/}"
+SY = "{http://purl.org/rss/1.0/modules/syndication/}"
+_KNOWN_ENCODINGS = re.compile(rb'^\s*<\?xml[^>]*encoding=["\'](utf-?8|us-ascii)["\']', re.I)
+
+# Only documents made of these elements take the fast path: for them the extraction below is
+# exactly what feedparser does for the fields ``normalize_entry`` reads. Any other element
+# (itunes:*, media:group, xhtml:body, another DC namespace, ...) -> feedparser.
+RSS20_CHANNEL = frozenset({
+    "title", "link", "description", "language", "copyright", "managingEditor", "webMaster", "pubDate",
+    "lastBuildDate", "category", "generator", "docs", "ttl", "image", "item", "cloud", "skipHours",
+    "skipDays", f"{ATOM}link", f"{SY}updatePeriod", f"{SY}updateFrequency", f"{SY}updateBase",
+})
+RSS20_ITEM = frozenset({
+    "title", "link", "guid", "description", "pubDate", "category", "author", "enclosure", "comments",
+    f"{CONTENT}encoded", f"{DC}creator", f"{DC}date", f"{DC}subject", f"{MEDIA}content", f"{MEDIA}thumbnail",
+})
+RSS10_ROOT = frozenset({f"{RSS1}channel", f"{RSS1}item", f"{RSS1}image", f"{RSS1}textinput"})
+RSS10_CHANNEL = frozenset({
+    f"{RSS1}title", f"{RSS1}link", f"{RSS1}description", f"{RSS1}items", f"{RSS1}image",
+    f"{RSS1}textinput", f"{DC}language", f"{DC}date", f"{DC}publisher", f"{DC}rights",
+    f"{SY}updatePeriod", f"{SY}updateFrequency", f"{SY}updateBase",
+})
+RSS10_ITEM = frozenset({f"{RSS1}title", f"{RSS1}link", f"{RSS1}description", f"{DC}date", f"{DC}subject",
+                        f"{DC}creator", f"{CONTENT}encoded"})
+ATOM_FEED = frozenset(f"{ATOM}{t}" for t in (
+    "title", "subtitle", "id", "updated", "link", "author", "generator", "icon", "logo", "rights", "entry", "category"))
+ATOM_ENTRY = frozenset(f"{ATOM}{t}" for t in (
+    "title", "link", "id", "updated", "published", "author", "content", "summary", "category"))
+_HAS_ENCODING = re.compile(rb"^\s*<\?xml[^>]*encoding=", re.I)
+_EMAIL_NAME = re.compile(r"^\s*\S+@\S+\s*\((.+)\)\s*$")
+_NAME_EMAIL = re.compile(r"^\s*(.+?)\s*<\S+@\S+>\s*$")
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _only(el: ET.Element, allowed: frozenset[str]) -> None:
+    for child in el:
+        if child.tag not in allowed:
+            raise _Unsupported
+
+
+_C1 = re.compile("[\x80-\x9f]")
+
+
+def _text(el: ET.Element | None) -> str | None:
+    if el is None:
+        return None
+    if len(el):  # child elements (XHTML, nested markup): leave it to feedparser
+        raise _Unsupported
+    t = el.text or ""
+    if _C1.search(t):  # cp1252 / double-encoded text: feedparser repairs it ("demoronize")
+        raise _Unsupported
+    return t
+
+
+def _date(s: str | None) -> Any:
+    if not s or parse_date is None:
+        return None
+    return parse_date(s.strip())
+
+
+def _author_detail(raw: str) -> dict[str, str]:
+    m = _EMAIL_NAME.match(raw) or _NAME_EMAIL.match(raw)
+    if m:
+        return {"name": m.group(1).strip()}
+    if "@" in raw and " " not in raw.strip():
+        return {"email": raw.strip()}
+    return {"name": raw.strip()}
+
+
+def _media(item: ET.Element) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    mc = [dict(e.attrib) for e in item.iter(f"{MEDIA}content")]
+    mt = [dict(e.attrib) for e in item.iter(f"{MEDIA}thumbnail")]
+    return mc, mt
+
+
+def _language(el: ET.Element | None, xml_lang: bool = False) -> str | None:
+    if el is None:
+        return None
+    for cand in (el.find("language"), el.find(f"{DC}language")):
+        if cand is not None and (cand.text or "").strip():
+            return cand.text.strip()
+    return el.get(XML_LANG) if xml_lang else None
+
+
+def _common(item: ET.Element, e: dict[str, Any]) -> None:
+    creator = item.find(f"{DC}creator")
+    if creator is not None and (creator.text or "").strip():
+        e["author"] = creator.text.strip()
+        e["author_detail"] = {"name": creator.text.strip()}
+    tags = [{"term": (_text(c) or "").strip()} for c in item.findall("category")]
+    tags += [{"term": (_text(c) or "").strip()} for c in item.findall(f"{DC}subject")]
+    if tags:
+        e["tags"] = [t for t in tags if t["term"]]
+    mc, mt = _media(item)
+    if mc:
+        e["media_content"] = mc
+    if mt:
+        e["media_thumbnail"] = mt
+    enc = item.find(f"{CONTENT}encoded")
+    if enc is not None:
+        e["content"] = [{"value": _text(enc)}]
+    d = item.find(f"{DC}date")
+    if d is not None:
+        e["updated_parsed"] = _date(d.text)
+
+
+def _rss20(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    ch = root.find("channel")
+    if ch is None or len(root) != 1:
+        raise _Unsupported
+    _only(ch, RSS20_CHANNEL)
+    feed: dict[str, Any] = {"title": _text(ch.find("title")) or "", "language": _language(ch) or ch.get(XML_LANG) or root.get(XML_LANG)}
+    me = ch.find("managingEditor")
+    if me is not None and (me.text or "").strip():
+        feed["author"] = me.text.strip()
+        feed["author_detail"] = _author_detail(me.text)
+    entries = []
+    for item in ch.findall("item"):
+        _only(item, RSS20_ITEM)
+        e: dict[str, Any] = {}
+        t = item.find("title")
+        if t is not None:
+            e["title"] = _text(t)
+        links = item.findall("link")
+        if len(links) > 1 or (links and links[0].attrib):
+            raise _Unsupported
+        if links and (_text(links[0]) or "").strip():
+            e["link"] = links[0].text.strip()
+        g = item.find("guid")
+        if g is not None and (g.text or "").strip():
+            e["id"] = g.text.strip()
+            permalink = g.get("isPermaLink", "true").lower() != "false"
+            if permalink and ":" not in e["id"]:
+                raise _Unsupported  # feedparser resolves a relative permalink against the base
+            e["guidislink"] = permalink and "link" not in e
+            if permalink and "link" not in e:
+                e["link"] = e["id"]
+        desc = item.find("description")
+        if desc is not None:
+            e["description"] = _text(desc)
+        p = item.find("pubDate")
+        if p is not None:
+            e["published_parsed"] = _date(p.text)
+        a = item.find("author")
+        if a is not None and (a.text or "").strip():
+            e["author"] = a.text.strip()
+            e["author_detail"] = _author_detail(a.text)
+        encs = []
+        for x in item.findall("enclosure"):
+            if len(x):
+                raise _Unsupported
+            if x.get("url"):
+                encs.append({"href": x.get("url"), "type": x.get("type")})
+        if encs:
+            e["enclosures"] = encs
+        _common(item, e)
+        entries.append(e)
+    return feed, entries
+
+
+def _rss10(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    _only(root, RSS10_ROOT)
+    ch = root.find(f"{RSS1}channel")
+    if ch is None:
+        raise _Unsupported
+    _only(ch, RSS10_CHANNEL)
+    feed: dict[str, Any] = {"title": _text(ch.find(f"{RSS1}title")) if ch is not None else "",
+                            "language": _language(ch)}
+    entries = []
+    for item in root.findall(f"{RSS1}item"):
+        _only(item, RSS10_ITEM)
+        e: dict[str, Any] = {}
+        t = item.find(f"{RSS1}title")
+        if t is not None:
+            e["title"] = _text(t)
+        link = item.find(f"{RSS1}link")
+        if link is not None and (link.text or "").strip():
+            e["link"] = link.text.strip()
+        about = item.get(f"{RDF}about")
+        if about:
+            e["id"] = about.strip()
+        desc = item.find(f"{RSS1}description")
+        if desc is not None:
+            e["description"] = _text(desc)
+        _common(item, e)
+        entries.append(e)
+    return feed, entries
+
+
+def _atom_text(el: ET.Element | None) -> str | None:
+    if el is None:
+        return None
+    if el.get("type") in ("xhtml", "application/xhtml+xml"):
+        raise _Unsupported
+    return _text(el)
+
+
+def _atom(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    _only(root, ATOM_FEED)
+    feed: dict[str, Any] = {"title": _atom_text(root.find(f"{ATOM}title")) or "", "language": _language(root, xml_lang=True)}
+    fa = root.find(f"{ATOM}author/{ATOM}name")
+    if fa is not None and (fa.text or "").strip():
+        feed["author"] = fa.text.strip()
+        feed["author_detail"] = {"name": fa.text.strip()}
+    entries = []
+    for en in root.findall(f"{ATOM}entry"):
+        _only(en, ATOM_ENTRY)
+        e: dict[str, Any] = {}
+        t = en.find(f"{ATOM}title")
+        if t is not None:
+            e["title"] = _atom_text(t)
+        links = [{"rel": x.get("rel", "alternate"), "href": x.get("href")} for x in en.findall(f"{ATOM}link") if x.get("href")]
+        e["links"] = links
+        for lk in links:
+            if lk["rel"] == "alternate":
+                e["link"] = lk["href"]
+                break
+        encs = [{"href": lk["href"], "type": None} for lk in links if lk["rel"] == "enclosure"]
+        if encs:
+            raise _Unsupported  # enclosure typing differs subtly: leave to feedparser
+        if "link" not in e:
+            raise _Unsupported  # feedparser derives the link from the id: leave it to feedparser
+        i = en.find(f"{ATOM}id")
+        if i is not None and (i.text or "").strip():
+            e["id"] = i.text.strip()
+            if ":" not in e["id"]:
+                raise _Unsupported  # feedparser resolves relative ids against the base URL
+        c = en.find(f"{ATOM}content")
+        if c is not None:
+            if c.get("src"):
+                raise _Unsupported
+            e["content"] = [{"value": _atom_text(c)}]
+        s = en.find(f"{ATOM}summary")
+        if s is not None:
+            e["summary"] = _atom_text(s)
+        p = en.find(f"{ATOM}published")
+        if p is not None:
+            e["published_parsed"] = _date(p.text)
+        u = en.find(f"{ATOM}updated")
+        if u is not None:
+            e["updated_parsed"] = _date(u.text)
+        an = en.find(f"{ATOM}author/{ATOM}name")
+        if an is not None and (an.text or "").strip():
+            e["author"] = an.text.strip()
+            e["author_detail"] = {"name": an.text.strip()}
+        tags = [{"term": x.get("term", "")} for x in en.findall(f"{ATOM}category") if x.get("term")]
+        if tags:
+            e["tags"] = tags
+        mc, mt = _media(en)
+        if mc:
+            e["media_content"] = mc
+        if mt:
+            e["media_thumbnail"] = mt
+        entries.append(e)
+    return feed, entries
+
+
+def fast_parse(body: bytes) -> tuple[str, dict[str, Any], list[dict[str, Any]]] | None:
+    """``(version, feed, entries)`` in feedparser's shape, or ``None`` to use feedparser."""
+    head = body[:512]
+    if b"<!DOCTYPE" in head or b"<!doctype" in head or b"<!ENTITY" in body[:4096]:
+        return None
+    if _HAS_ENCODING.match(head) and not _KNOWN_ENCODINGS.match(head):
+        return None
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"xml:base" in body:
+        return None
+    try:
+        root = ET.fromstring(body)
+        if root.tag == "rss":
+            if root.get("version") != "2.0":
+                return None
+            feed, entries = _rss20(root)
+            return "rss20", feed, entries
+        if root.tag == f"{ATOM}feed":
+            feed, entries = _atom(root)
+            return "atom10", feed, entries
+        if root.tag == f"{RDF}RDF" and root.find(f"{RSS1}channel") is not None:
+            feed, entries = _rss10(root)
+            return "rss10", feed, entries
+    except (ET.ParseError, _Unsupported, ValueError, TypeError):
+        return None
+    return None

@@ -1,0 +1,355 @@
+"""Parse one raw feed payload and normalize its items (000 Step 2, 002 §2, 004 date gates).
+
+Pure: ``normalize_payload(RawPayload) -> NormalizeResult``; no I/O, no wall clock ("now" is the
+payload's ``fetched_at``). Every item ends as an :class:`Article` or a :class:`DeadLetter`;
+a payload that is not a feed at all ends as one dead-letter record. Nothing raises.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import feedparser
+import orjson
+
+from newsflow.config import Settings
+from newsflow.core.hashing import bytes_id, stable_id
+from newsflow.core.timeutil import ms_to_iso
+from newsflow.feeds.fastfeed import fast_parse
+from newsflow.feeds.urls import absolutize, canonicalize_url, registrable_domain
+from newsflow.model.records import Article, DeadLetter, Media, RawPayload
+from newsflow.text.html import (
+    clean_title,
+    collapse_ws,
+    first_img_src,
+    first_line,
+    html_to_text,
+    is_partial_content,
+    looks_like_html_page,
+    reading_time_minutes,
+    sanitize_html,
+    word_count,
+)
+
+#: known category synonyms (normalized lowercase -> preferred form)
+CATEGORY_SYNONYMS = {
+    "tech": "technology", "sci": "science", "biz": "business", "econ": "economy",
+    "sports": "sport", "politic": "politics", "world news": "world", "us news": "us",
+    "entertainment news": "entertainment", "health news": "health",
+}
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
+_AMP_FIX = re.compile(rb"&(?!(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#x[0-9A-Fa-f]{1,6});)")
+_BAD_XML_CHARS = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+@dataclass(slots=True)
+class NormalizeResult:
+    articles: list[Article] = field(default_factory=list)
+    deadletters: list[DeadLetter] = field(default_factory=list)
+    #: feed-health summary of this payload (status + counters)
+    status: str = "ok"
+    feed_format: str | None = None
+    items: int = 0
+    malformed: int = 0
+    undated: int = 0
+    bozo: str | None = None
+    recovered: bool = False
+
+
+def make_deadletter(
+    stage: str, reason: str, detail: str, original: bytes, *,
+    feed_id: str | None, fetched_ms: int | None, item_index: int | None = None,
+) -> DeadLetter:
+    """A dead-letter record with a stable id (re-emits after a crash overwrite themselves)."""
+    dl_id = stable_id(
+        stage, reason, feed_id or "", str(fetched_ms or 0), str(item_index), bytes_id(original)
+    )
+    return DeadLetter(
+        dl_id=dl_id, stage=stage, reason=reason, detail=detail[:2000], feed_id=feed_id,
+        fetched_at=ms_to_iso(fetched_ms) if fetched_ms is not None else None,
+        item_index=item_index, original=original,
+    )
+
+
+def recover_xml(body: bytes) -> bytes:
+    """000 Step 1 lenient recovery (1): escape bare ``&`` and drop bytes invalid in XML 1.0."""
+    return _BAD_XML_CHARS.sub(b"", _AMP_FIX.sub(b"&amp;", body))
+
+
+def parse_feed(body: bytes, base_url: str | None) -> Any:
+    headers = {"content-location": base_url} if base_url else None
+    return feedparser.parse(
+        body, response_headers=headers, sanitize_html=False, resolve_relative_uris=False
+    )
+
+
+def extract_author(entry: Any, feed: Any) -> str | None:
+    """dc:creator -> author name -> author (email) -> managingEditor; name only, never the email."""
+    for src in (entry, feed):
+        detail = src.get("author_detail") or {}
+        name = detail.get("name")
+        if not name:
+            name = src.get("author")
+        if name:
+            name = collapse_ws(_EMAIL.sub("", html_to_text(name)).replace("()", ""))
+            name = name.strip(" ()<>,;")
+            if name:
+                return name
+    return None
+
+
+def _struct_to_ms(st: time.struct_time | None) -> int | None:
+    if not st:
+        return None
+    try:
+        return calendar.timegm(st) * 1000
+    except (OverflowError, ValueError, TypeError):
+        return None
+
+
+def extract_date(entry: Any, feed_format: str, fetched_ms: int, future_tolerance_ms: int) -> tuple[int, bool, str]:
+    """Date priority dc:date -> published -> updated -> pubDate, as UTC epoch ms.
+
+    feedparser files ``dc:date`` and Atom ``updated`` under ``updated`` and both RSS ``pubDate``
+    and Atom ``published`` under ``published``; so for RSS the order is updated(=dc:date) then
+    published(=pubDate), for Atom published then updated. Missing/unparseable -> fetch time and
+    ``date_uncertain``; more than ``future_tolerance_ms`` after the fetch -> not trusted: fetch time,
+    uncertain (004 future-date gate).
+    """
+    is_atom = feed_format.startswith("atom")
+    order = (
+        (("published_parsed", "published"), ("updated_parsed", "updated"))
+        if is_atom
+        else (("updated_parsed", "dc:date"), ("published_parsed", "pubDate"))
+    )
+    for key, label in order:
+        # dict.get: FeedParserDict.get('updated_parsed') silently falls back to 'published'
+        ms = _struct_to_ms(dict.get(entry, key))
+        if ms is not None:
+            if ms > fetched_ms + future_tolerance_ms:
+                return fetched_ms, True, "future_clamped"
+            return ms, False, label
+    return fetched_ms, True, "fetched_at"
+
+
+def extract_body(entry: Any) -> str:
+    """content:encoded / Atom content -> description -> summary (the longest content wins ties)."""
+    contents = entry.get("content") or []
+    best = ""
+    for c in contents:
+        v = c.get("value") or ""
+        if len(v) > len(best):
+            best = v
+    if best.strip():
+        return best
+    return entry.get("description") or entry.get("summary") or ""
+
+
+def extract_categories(entry: Any) -> tuple[str, ...]:
+    """All <category> + <dc:subject>, lowercased, whitespace-collapsed, synonyms mapped, unique."""
+    out: list[str] = []
+    for tag in entry.get("tags") or []:
+        term = tag.get("term") or tag.get("label") or ""
+        for part in term.split(",") if "," in term and len(term) > 40 else (term,):
+            t = collapse_ws(html_to_text(part)).lower()
+            t = CATEGORY_SYNONYMS.get(t, t)
+            if t and t not in out:
+                out.append(t)
+    return tuple(out)
+
+
+def _int_or_none(v: Any) -> int | None:
+    try:
+        return int(v) if v not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def extract_media(entry: Any, body_html: str, base: str | None) -> tuple[Media, ...]:
+    """enclosure -> media:content -> media:thumbnail -> first <img> of the body."""
+    out: list[Media] = []
+    seen: set[str] = set()
+
+    def add(url: str | None, source: str, **kw: Any) -> None:
+        if not url:
+            return
+        u = absolutize(url, base)
+        if u in seen or not u.startswith(("http://", "https://")):
+            return
+        seen.add(u)
+        out.append(Media(url=u, source=source, **kw))
+
+    for enc in entry.get("enclosures") or []:
+        add(enc.get("href") or enc.get("url"), "enclosure", type=enc.get("type") or None)
+    for mc in entry.get("media_content") or []:
+        add(mc.get("url"), "media_content", type=mc.get("type") or None, medium=mc.get("medium") or None,
+            width=_int_or_none(mc.get("width")), height=_int_or_none(mc.get("height")))
+    for mt in entry.get("media_thumbnail") or []:
+        add(mt.get("url"), "media_thumbnail", width=_int_or_none(mt.get("width")),
+            height=_int_or_none(mt.get("height")))
+    if not out:
+        add(first_img_src(body_html), "img")
+    return tuple(out)
+
+
+def extract_link(entry: Any) -> str | None:
+    """<link> -> <guid isPermaLink="true"> -> Atom <id> when it is a URL."""
+    link = entry.get("link")
+    if link:
+        return link
+    for lk in entry.get("links") or []:
+        if lk.get("rel", "alternate") == "alternate" and lk.get("href"):
+            return lk["href"]
+    gid = entry.get("id") or ""
+    if entry.get("guidislink", False) or gid.startswith(("http://", "https://")):
+        return gid or None
+    return None
+
+
+def content_hash(title: str, body_text: str) -> str:
+    return stable_id(title, body_text, size=16)
+
+
+def _entry_bytes(entry: Any) -> bytes:
+    try:
+        return orjson.dumps(entry, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return repr(entry).encode("utf-8", "replace")
+
+
+def normalize_entry(
+    entry: Any, feed: Any, payload: RawPayload, feed_format: str, index: int, base: str | None,
+    settings: Settings, publisher: str,
+) -> Article | DeadLetter:
+    raw_body = extract_body(entry).strip()
+    body_text = html_to_text(raw_body)
+    title = clean_title(entry.get("title"))
+    if not title:
+        title = first_line(body_text)
+    if not title and not body_text:
+        return make_deadletter(
+            "normalize", "no_title_no_body", "item has neither title nor body",
+            _entry_bytes(entry), feed_id=payload.feed_id, fetched_ms=payload.fetched_at_ms,
+            item_index=index,
+        )
+    link = extract_link(entry)
+    url = absolutize(link, base) if link else None
+    canonical = canonicalize_url(url) if url else None
+    guid = collapse_ws(entry.get("id") or "") or canonical or content_hash(title, body_text)
+    published_ms, uncertain, date_source = extract_date(
+        entry, feed_format, payload.fetched_at_ms, settings.future_tolerance_ms
+    )
+    body_html = sanitize_html(raw_body) if "<" in raw_body else html_to_text(raw_body)
+    words = word_count(body_text)
+    return Article(
+        article_id=stable_id(payload.feed_id, guid),
+        feed_id=payload.feed_id,
+        publisher=publisher,
+        tier=payload.tier,
+        guid=guid,
+        url=url,
+        canonical_url=canonical,
+        title=title,
+        author=extract_author(entry, feed),
+        published_at=ms_to_iso(published_ms),
+        published_ms=published_ms,
+        date_uncertain=uncertain,
+        date_source=date_source,
+        fetched_at=ms_to_iso(payload.fetched_at_ms),
+        fetched_ms=payload.fetched_at_ms,
+        body_html=body_html,
+        body_text=body_text,
+        categories=extract_categories(entry),
+        media=extract_media(entry, raw_body, base),
+        word_count=words,
+        reading_time_min=reading_time_minutes(words, settings.reading_wpm),
+        partial_content=is_partial_content(body_text, words, settings.partial_max_words),
+        content_hash=content_hash(title, body_text),
+        feed_format=feed_format,
+        language=payload.language or (feed.get("language") or None),
+        category=payload.category,
+        item_index=index,
+    )
+
+
+def publisher_of(payload: RawPayload, feed: Any) -> str:
+    """Registry publisher -> feed title -> registrable domain of the feed URL (002 §2)."""
+    if payload.publisher:
+        return payload.publisher
+    title = clean_title(feed.get("title")) if feed else ""
+    return title or registrable_domain(payload.final_url or payload.url) or payload.feed_id
+
+
+def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> NormalizeResult:
+    """Parse one ``feeds.raw`` payload into articles and dead letters; never raises."""
+    settings = settings or Settings()
+    res = NormalizeResult()
+    body = payload.body
+    fid, fms = payload.feed_id, payload.fetched_at_ms
+    if payload.status == 304 or body is None:
+        res.status = "not_modified" if payload.status == 304 else "empty"
+        return res
+    if not body.strip():
+        res.status = "empty"
+        res.deadletters.append(make_deadletter("parse", "empty_body", "HTTP 200 with an empty body", body,
+                                               feed_id=fid, fetched_ms=fms))
+        return res
+    base = payload.final_url or payload.url or None
+    fast = fast_parse(body) if settings.fast_parse else None
+    if fast is not None:
+        fmt, feed, entries = fast
+    else:
+        try:
+            d = parse_feed(body, base)
+            fmt = d.get("version") or ""
+            if not d.entries and d.get("bozo"):
+                fixed = recover_xml(body)
+                d2 = parse_feed(fixed, base)
+                if d2.entries or (d2.get("version") and not d2.get("bozo")):
+                    d, fmt, res.recovered = d2, d2.get("version") or "", True
+        except Exception as e:  # feedparser is lenient, but a crash must never stop the flow
+            res.status = "parse_error"
+            res.deadletters.append(make_deadletter(
+                "parse", "parser_crash", f"{type(e).__name__}: {e}", body, feed_id=fid, fetched_ms=fms))
+            return res
+        if d.get("bozo"):
+            exc = d.get("bozo_exception")
+            res.bozo = f"{type(exc).__name__}: {exc}"[:300] if exc else "bozo"
+        feed, entries = d.feed, d.entries
+    if not fmt and not entries:
+        if looks_like_html_page(body):
+            res.status, reason, detail = "html_instead_of_feed", "html_instead_of_feed", "body is an HTML page, not a feed"
+        else:
+            res.status, reason, detail = "parse_error", "not_a_feed", res.bozo or "no feed structure found"
+        res.deadletters.append(make_deadletter("parse", reason, detail, body, feed_id=fid, fetched_ms=fms))
+        return res
+    res.feed_format = fmt or "unknown"
+    publisher = publisher_of(payload, feed)
+    for i, entry in enumerate(entries):
+        try:
+            out = normalize_entry(entry, feed, payload, res.feed_format, i, base, settings, publisher)
+        except Exception as e:  # a bug or an exotic entry: dead-letter it, keep going
+            out = make_deadletter("normalize", "normalize_error", f"{type(e).__name__}: {e}",
+                                  _entry_bytes(entry), feed_id=fid, fetched_ms=fms, item_index=i)
+        if isinstance(out, Article):
+            res.articles.append(out)
+            res.undated += out.date_uncertain
+        else:
+            res.deadletters.append(out)
+            res.malformed += 1
+    res.items = len(entries)
+    if not entries:
+        # a well-formed feed without items: not an error, but every input must end somewhere
+        # (articles or dead letters), so it is dead-lettered with its own reason and counted
+        res.status = "empty"
+        res.deadletters.append(make_deadletter("parse", "no_items", res.bozo or "feed has no items", body,
+                                               feed_id=fid, fetched_ms=fms))
+    elif res.articles and res.undated == len(res.articles):
+        res.status = "all_undated"
+    elif res.undated:
+        res.status = "partial_undated"
+    return res

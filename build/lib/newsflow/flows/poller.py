@@ -1,0 +1,113 @@
+"""The poller as a Bytewax dataflow: registry feeds -> polls -> ``feeds.raw`` + ``feed-health``.
+
+::
+
+    poll (PollerSource, partitioned by registrable domain, state in recovery snapshots)
+      + heartbeat (HeartbeatSource, continuous mode only)
+      -> progress (inspect, optional)
+      -> records (flat_map: PollEvent -> KafkaRecords)
+      -> kafka (KafkaRecordSink: feeds.raw key feed_id, feed-health key feed_id, ticks to all
+         partitions of feeds.raw)
+
+Step ids are constants: recovery state is keyed by them (renaming ``poll`` orphans the state).
+See ``connectors/poller.py`` for the state-across-restarts design.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import bytewax.operators as op
+from bytewax.dataflow import Dataflow
+from bytewax.outputs import Sink
+
+from newsflow.connectors.poller import (
+    Clock,
+    FetcherFactory,
+    HeartbeatSource,
+    KafkaRecord,
+    KafkaRecordSink,
+    PollerConfig,
+    PollerSource,
+    PollEvent,
+    system_clock_ms,
+)
+from newsflow.polling.registry import FeedSpec
+
+FLOW_ID = "newsflow-poller"
+STEP_POLL = "poll"
+STEP_HEARTBEAT = "heartbeat"
+STEP_MERGE = "merge"
+STEP_PROGRESS = "progress"
+STEP_RECORDS = "records"
+STEP_OUT = "kafka"
+
+
+def _records(ev: PollEvent) -> Sequence[KafkaRecord]:
+    return ev.records
+
+
+def build_poller_flow(
+    feeds: Sequence[FeedSpec],
+    config: PollerConfig,
+    sink: Sink[KafkaRecord],
+    *,
+    clock: Clock = system_clock_ms,
+    once: bool = False,
+    force: bool = False,
+    progress: Callable[[PollEvent], None] | None = None,
+    fetcher_factory: FetcherFactory | None = None,
+) -> Dataflow:
+    flow = Dataflow(FLOW_ID)
+    events = op.input(STEP_POLL, flow, PollerSource(feeds, config, clock=clock, once=once,
+                                                      force=force, fetcher_factory=fetcher_factory))
+    if not once and config.heartbeat_s > 0:
+        ticks = op.input(STEP_HEARTBEAT, flow, HeartbeatSource(config.heartbeat_s, clock=clock,
+                                                               topics=config.topics))
+        events = op.merge(STEP_MERGE, events, ticks)
+    if progress is not None:
+        cb = progress
+        op.inspect(STEP_PROGRESS, events, lambda _step, ev: cb(ev))
+    records = op.flat_map(STEP_RECORDS, events, _records)
+    op.output(STEP_OUT, records, sink)
+    return flow
+
+
+def run_poller_flow(
+    feeds: Sequence[FeedSpec],
+    config: PollerConfig,
+    brokers: Sequence[str],
+    *,
+    state_dir: str | Path | None,
+    once: bool = False,
+    force: bool = False,
+    clock: Clock = system_clock_ms,
+    progress: Callable[[PollEvent], None] | None = None,
+    snapshot_s: float = 5.0,
+    sink: Sink[KafkaRecord] | None = None,
+    producer_config: dict[str, Any] | None = None,
+    fetcher_factory: FetcherFactory | None = None,
+) -> None:
+    """Run the poller in this process (one worker) until done (``once``) or interrupted.
+
+    With ``state_dir`` the per-feed state is recovered from and snapshotted to Bytewax recovery
+    files there (created on first use); without it every run starts fresh.
+    """
+    from bytewax.recovery import RecoveryConfig, init_db_dir
+    from bytewax.run import cli_main
+
+    flow = build_poller_flow(feeds, config, sink or KafkaRecordSink(brokers, producer_config),
+                             clock=clock, once=once, force=force, progress=progress,
+                             fetcher_factory=fetcher_factory)
+    recovery = None
+    if state_dir is not None:
+        d = Path(state_dir)
+        if not any(d.glob("part-*.sqlite3")):
+            d.mkdir(parents=True, exist_ok=True)
+            init_db_dir(d, 1)
+        recovery = RecoveryConfig(str(d))
+    cli_main(flow, workers_per_process=1, epoch_interval=timedelta(seconds=snapshot_s),
+             recovery_config=recovery)

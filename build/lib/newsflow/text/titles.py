@@ -1,0 +1,205 @@
+"""Title normalization, tokenization and shingles for near-duplicate and story matching.
+
+Implements the normalization rule of 000 Step 3 Layer 3 ("Normalize titles: lowercase, strip
+punctuation, remove common prefixes ("Breaking:", "Update:", "ICYMI:", "JUST IN:")") and of
+001 "Layer 3: Title Similarity", extended with wire-service re-issue prefixes ("UPDATE 1-",
+"REFILE-", "CORRECTED-") and publisher suffixes (" - Reuters", " | BBC News") that make two
+copies of one story look different.
+
+Everything here is pure and deterministic (no Python ``hash()``).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+__all__ = [
+    "STOPWORDS",
+    "char_shingles",
+    "content_tokens",
+    "light_stem",
+    "normalize_title",
+    "strip_title_affixes",
+    "title_tokens",
+    "url_slug_tokens",
+    "word_shingles",
+]
+
+# --- prefixes / suffixes -------------------------------------------------------------------
+
+#: 000 Step 3 / 001 Layer 3 prefixes plus wire-service re-issue tags ("UPDATE 1-", "REFILE-").
+_PREFIX = re.compile(
+    r"^\s*(?:"
+    r"(?:breaking(?:\s+news)?|update[sd]?|updated|icymi|just\s+in|developing|exclusive|"
+    r"watch|video|live|analysis|opinion|editorial|factbox|timeline|corrected|refile|"
+    r"correction|insight|wrapup(?:\s+\d+)?|rpt|urgent|flash|alert)"
+    r"(?:\s*\d+)?\s*(?:[:\-\u2013\u2014|]+|\s-\s)"
+    r")+\s*",
+    re.IGNORECASE,
+)
+#: "UPDATE 1-", "UPDATE 2-" (Reuters re-issues) — also caught by _PREFIX; kept explicit for readers.
+_WIRE_UPDATE = re.compile(r"^\s*update\s*\d+\s*-\s*", re.IGNORECASE)
+#: " - Reuters", " | BBC News", " — The Guardian": a short trailing segment after a separator.
+_SUFFIX_SEPARATORS = (" - ", " | ", " \u2013 ", " \u2014 ", " :: ")
+#: a trailing ellipsis of truncated feed titles ("... show weak trade  ...")
+_ELLIPSIS = re.compile(r"\s*(?:\.\.\.|\u2026)\s*$")
+#: words that look like a publisher name in a suffix
+_PUBLISHER_HINTS = re.compile(
+    r"\b(?:news|times|post|reuters|bbc|cnn|ap|afp|bloomberg|guardian|journal|tribune|herald|"
+    r"telegraph|daily|weekly|online|press|today|magazine|mail|star|globe|observer|chronicle|"
+    r"gazette|wire|report|radio|tv|network|media|\.com|\.co\.uk|\.org|\.net)\b",
+    re.IGNORECASE,
+)
+
+_PUNCT_TO_SPACE = re.compile(r"[^\w\s]|_", re.UNICODE)
+#: ASCII characters that ``_PUNCT_TO_SPACE`` replaces: punctuation, "_" and control characters
+_ASCII_NONWORD_TO_SPACE = {
+    c: " " for c in range(128)
+    if not chr(c).isalnum() and not chr(c).isspace()
+}
+_WS = re.compile(r"\s+")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_APOS_S = re.compile(r"['\u2019]s\b", re.IGNORECASE)
+_APOS = re.compile(r"['\u2019]")
+_HEX_CHARS = frozenset("0123456789abcdef")
+
+#: Function words and headline filler: ignored for story matching (not for Layer 3 Jaccard,
+#: which works on the full normalized word set as the seed says).
+_STOPWORD_TEXT = """a an the and or but nor of to in on for at by with from as into onto over under about
+    above below after before since until than then so if is are was were be been being am it
+    its it's this that these those there here who whom whose which what when where why how
+    will would can could may might must shall should has have had having do does did not no
+    yes up down out off more most less very just also still new says say said amid via vs
+    per us we you your our my me he she his her him they them their i s t re ve ll d m"""
+STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
+
+
+def strip_title_affixes(title: str, publisher: str | None = None) -> str:
+    """Drop 000 Step 3 prefixes ("Breaking:", "Update:", "UPDATE 1-", "ICYMI:", "JUST IN:") and
+    publisher suffixes (" - Reuters", " | BBC News"), keeping the original case.
+
+    A suffix is removed when it names the article's ``publisher`` or looks like a publisher
+    name (short segment with a word such as "News", "Times", ".com"). Never returns an empty
+    string when the input had words: if stripping would empty it, the input is kept.
+    """
+    if not title.isascii():
+        title = unicodedata.normalize("NFKC", title)
+    t = " ".join(title.split())
+    if not t:
+        return t
+    out = t
+    head = t[:48]
+    if ":" in head or "-" in head or "|" in head or "\u2013" in head or "\u2014" in head:
+        out = _WIRE_UPDATE.sub("", out, count=1)
+        out = _PREFIX.sub("", out, count=1)
+    if out.endswith(("...", "\u2026")):
+        out = _ELLIPSIS.sub("", out)
+    cut = max(out.rfind(sep) for sep in _SUFFIX_SEPARATORS)
+    if cut > 0:
+        seg = out[cut:].strip(" -|:\u2013\u2014")
+        if 2 <= len(seg) <= 40 and (
+            (publisher and _norm_pub(seg) == _norm_pub(publisher))
+            or (len(seg.split()) <= 4 and _PUBLISHER_HINTS.search(seg))
+        ):
+            out = out[:cut]
+    out = out.strip()
+    return out if _WORD.search(out) else t
+
+
+def _norm_pub(s: str) -> str:
+    return _PUNCT_TO_SPACE.sub("", s.lower()).replace(" ", "")
+
+
+def normalize_title(title: str, publisher: str | None = None) -> str:
+    """000 Step 3 Layer 3 normalization: affixes dropped, lowercase, punctuation stripped,
+    whitespace collapsed, accents kept (NFKC). ``"UPDATE 1-Fed holds rates - Reuters"`` ->
+    ``"fed holds rates"``."""
+    t = strip_title_affixes(title, publisher).lower()
+    if "'" in t or "\u2019" in t:
+        t = _APOS_S.sub("", t)
+        t = _APOS.sub("", t)
+    if t.isascii():  # fast path, same result as the regex below for ASCII text
+        return " ".join(t.translate(_ASCII_NONWORD_TO_SPACE).split())
+    return _WS.sub(" ", _PUNCT_TO_SPACE.sub(" ", t)).strip()
+
+
+def title_tokens(title: str, publisher: str | None = None) -> list[str]:
+    """Words of the normalized title, in order (the word set of 001 Layer 3 Jaccard)."""
+    return normalize_title(title, publisher).split()
+
+
+@lru_cache(maxsize=1 << 18)
+def light_stem(word: str) -> str:
+    """A tiny, deterministic plural stripper ("banks" -> "bank", "stories" -> "story").
+
+    Enough to make "merger"/"mergers" or "stock"/"stocks" one term for story matching; not
+    used by the seed Layer 3 Jaccard (which compares word sets as they are).
+    """
+    n = len(word)
+    if n > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if n > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def content_tokens(words: Iterable[str], stem: bool = True) -> list[str]:
+    """Story-matching terms: stop words and 1-character words dropped, plurals stripped."""
+    out: list[str] = []
+    for w in words:
+        if len(w) < 2 or w in STOPWORDS:
+            continue
+        out.append(light_stem(w) if stem else w)
+    return out
+
+
+def url_slug_tokens(url: str | None) -> list[str]:
+    """Words of the URL's slug (the path segment with the most ``-``/``_``), e.g.
+    ``.../asian-stocks-tumble-weak-china-japan-data-22842362`` -> asian stocks tumble ...
+
+    Publishers often put the original headline in the slug; it is the only body-like text a
+    headline-only feed has. Numbers and hex ids are dropped. ``[]`` when there is no slug.
+    """
+    if not url:
+        return []
+    rest = url.split("://", 1)[-1]
+    slash = rest.find("/")
+    if slash < 0:
+        return []
+    path = rest[slash + 1 :].split("?", 1)[0].split("#", 1)[0]
+    best = ""
+    best_n = 1
+    for seg in path.split("/"):
+        n = seg.count("-") + seg.count("_")
+        if n > best_n:
+            best, best_n = seg, n
+    if not best:
+        return []
+    dot = best.rfind(".")
+    if dot > 0 and len(best) - dot <= 6:
+        best = best[:dot]
+    words = best.lower().replace("_", "-").replace("'", "").split("-")
+    # keep words; drop numbers, ids with digits and long hex ids ("4e8417a7", "22842362")
+    return [w for w in words
+            if w.isalpha() and not (len(w) >= 6 and w.isascii() and _HEX_CHARS.issuperset(w))]
+
+
+def word_shingles(tokens: Sequence[str], k: int = 1) -> list[str]:
+    """k-word shingles (k=1: the word set itself) joined by a space; a text shorter than
+    k words gives one shingle of the whole text (so short titles still have a fingerprint)."""
+    if k <= 1:
+        return list(dict.fromkeys(tokens))
+    if len(tokens) < k:
+        return [" ".join(tokens)] if tokens else []
+    return list(dict.fromkeys(" ".join(tokens[i : i + k]) for i in range(len(tokens) - k + 1)))
+
+
+def char_shingles(text: str, k: int = 5) -> list[str]:
+    """Character k-shingles of a normalized text (001 Layer 4 "k-shingle sets")."""
+    t = _WS.sub(" ", text).strip()
+    if len(t) <= k:
+        return [t] if t else []
+    return list(dict.fromkeys(t[i : i + k] for i in range(len(t) - k + 1)))

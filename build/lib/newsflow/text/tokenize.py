@@ -1,0 +1,226 @@
+"""The shared text analysis of scoring, topics and digests: lower-case words, stop words, Porter
+stems, stable 64-bit token hashes, TF-IDF feature rows (title x2 + first 200 words).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xxhash
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+# --------------------------------------------------------------------------------------
+# Text analysis shared by scoring, topics and digests
+# --------------------------------------------------------------------------------------
+
+STOP_WORDS: frozenset[str] = frozenset(ENGLISH_STOP_WORDS) | frozenset(
+    {"s", "t", "ll", "ve", "re", "d", "m", "said", "says", "say", "new", "just", "like", "also"}
+)
+_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+_STEMMER: Any = None
+# word -> (stem, stable 64-bit hash of the stem) or None for a dropped word (stop word, 1 char)
+_TOKEN_CACHE: dict[str, tuple[str, int] | None] = {}
+_TOKEN_CACHE_MAX = 500_000
+
+
+def _porter() -> Any:
+    global _STEMMER
+    if _STEMMER is None:
+        # snowballstemmer's "porter" is the original Porter (1980) algorithm; it transparently
+        # uses PyStemmer's C implementation when that is installed (same output, ~50x faster).
+        import snowballstemmer
+
+        _STEMMER = snowballstemmer.stemmer("porter")
+    return _STEMMER
+
+
+def token_hash(token: str) -> int:
+    """Stable 64-bit hash of a token (xxh3; never Python's salted ``hash()``)."""
+    return xxhash.xxh3_64_intdigest(token.encode("utf-8", "surrogatepass")) or 1  # 0: "none"
+
+
+def _analyze_word(w: str) -> tuple[str, int] | None:
+    """(stem, hash) of one lower-cased word, or None when it is dropped."""
+    hit = _TOKEN_CACHE.get(w, False)
+    if hit is not False:
+        return hit  # type: ignore[return-value]
+    if len(w) < 2 or w in STOP_WORDS or w.isdigit():
+        res: tuple[str, int] | None = None
+    else:
+        s = _porter().stemWord(w)
+        res = None if s in STOP_WORDS else (s, token_hash(s))
+    if len(_TOKEN_CACHE) >= _TOKEN_CACHE_MAX:  # bounded; results never depend on the cache
+        _TOKEN_CACHE.clear()
+    _TOKEN_CACHE[w] = res
+    return res
+
+
+# Raw whitespace token (any case, with punctuation) -> stable hash of its first analyzed word
+# (0: none). The few raw tokens holding 2+ words ("U.S.-based") keep the others in _MULTI.
+# Lookups go through ``map(dict.__getitem__, tokens)`` (a C loop): much faster than a regex
+# tokenizer plus a Python loop per word.
+_HCACHE: dict[str, int] = {}
+_MULTI: dict[str, tuple[int, ...]] = {}
+
+
+def _learn_raw_tokens(new: Iterable[str]) -> None:
+    for tok in new:
+        hs = [a[1] for w in _WORD_RE.findall(tok.lower()) if (a := _analyze_word(w)) is not None]
+        if len(hs) > 1:
+            _MULTI[tok] = tuple(hs)
+            _HCACHE[tok] = -1  # marker: look in _MULTI
+        else:
+            _HCACHE[tok] = hs[0] if hs else 0
+
+
+def token_hashes(tokens: list[str]) -> np.ndarray:
+    """Stem hashes (uint64) of whitespace tokens, in order; stop words and punctuation dropped."""
+    hs = list(map(_HCACHE.get, tokens))
+    if None in hs:
+        new = {t for t, h in zip(tokens, hs, strict=True) if h is None}
+        if len(_HCACHE) + len(new) >= _TOKEN_CACHE_MAX:  # bounded; results never depend on it
+            _HCACHE.clear()
+            _MULTI.clear()
+            new = set(tokens)
+        _learn_raw_tokens(new)
+        hs = list(map(_HCACHE.__getitem__, tokens))
+    if -1 in hs:  # splice in multi-word tokens; list.index scans in C
+        out: list[int] = []
+        start = 0
+        while True:
+            try:
+                i = hs.index(-1, start)
+            except ValueError:
+                break
+            out.extend(hs[start:i])
+            out.extend(_MULTI[tokens[i]])
+            start = i + 1
+        out.extend(hs[start:])
+        hs = out
+    arr = np.array(hs, dtype=np.uint64)
+    return arr[arr != 0]
+
+
+def features_batch(
+    docs: Sequence[tuple[str, str]], *, title_weight: int = 2, body_words: int = 200
+) -> list[TextFeatures]:
+    """:meth:`TextFeatures.of` for many ``(title, body_text)`` pairs with one cache lookup
+    pass and one array conversion (same result, less per-document overhead)."""
+    toks: list[str] = []
+    lens: list[int] = []
+    for title, body in docs:
+        n0 = len(toks)
+        if title_weight > 0 and title:
+            toks.extend(title.split() * title_weight)
+        if body_words > 0 and body:
+            b = body.split(None, body_words)
+            if len(b) > body_words:
+                del b[body_words:]
+            toks.extend(b)
+        lens.append(len(toks) - n0)
+    hs = list(map(_HCACHE.get, toks))
+    if None in hs:
+        new = {t for t, h in zip(toks, hs, strict=True) if h is None}
+        if len(_HCACHE) + len(new) >= _TOKEN_CACHE_MAX:
+            _HCACHE.clear()
+            _MULTI.clear()
+            new = set(toks)
+        _learn_raw_tokens(new)
+        hs = list(map(_HCACHE.__getitem__, toks))
+    if -1 in hs:
+        ends = np.cumsum(lens)
+        out: list[int] = []
+        start = 0
+        while True:
+            try:
+                i = hs.index(-1, start)
+            except ValueError:
+                break
+            out.extend(hs[start:i])
+            extra = _MULTI[toks[i]]
+            out.extend(extra)
+            lens[int(np.searchsorted(ends, i, side="right"))] += len(extra) - 1
+            start = i + 1
+        out.extend(hs[start:])
+        hs = out
+    arr = np.array(hs, dtype=np.uint64)
+    rows = np.repeat(np.arange(len(lens)), lens)
+    keep = arr != 0
+    arr = arr[keep]
+    counts = np.bincount(rows[keep], minlength=len(lens))
+    offs = np.concatenate(([0], np.cumsum(counts))).tolist()
+    return [TextFeatures(arr[offs[i] : offs[i + 1]]) for i in range(len(lens))]
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens (Unicode letters/digits), stop words *not* removed."""
+    return _WORD_RE.findall(text.lower())
+
+
+def analyze(text: str) -> list[str]:
+    """Lower-case, drop stop words and 1-char tokens, Porter-stem."""
+    out = []
+    for w in _WORD_RE.findall(text.lower()):
+        a = _analyze_word(w)
+        if a is not None:
+            out.append(a[0])
+    return out
+
+
+def first_words(text: str, n: int) -> str:
+    """The first ``n`` whitespace-separated words of ``text``."""
+    if n <= 0 or not text:
+        return ""
+    parts = text.split(None, n)
+    return " ".join(parts[:n])
+
+
+def doc_text(title: str, body_text: str, *, title_weight: int = 2, body_words: int = 200) -> str:
+    """``title`` x ``title_weight`` + the first ``body_words`` words of the body (000 Step 5)."""
+    return " ".join([title] * title_weight + [first_words(body_text, body_words)])
+
+
+@dataclass(slots=True)
+class TextFeatures:
+    """Analyzed text of one article: the stem hash of every kept token occurrence (title
+    tokens repeated ``title_weight`` times, then the first ``body_words`` body words)."""
+
+    hashes: np.ndarray  # uint64
+    _uc: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.hashes)
+
+    def unique_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted unique hashes, their counts)."""
+        if self._uc is None:
+            self._uc = np.unique(self.hashes, return_counts=True)
+        return self._uc
+
+    @property
+    def counts(self) -> dict[int, int]:
+        u, c = self.unique_counts()
+        return dict(zip(u.tolist(), c.tolist(), strict=True))
+
+    @classmethod
+    def of(
+        cls, title: str, body_text: str, *, title_weight: int = 2, body_words: int = 200
+    ) -> TextFeatures:
+        toks = title.split() * title_weight if title_weight > 0 else []
+        if body_words > 0 and body_text:
+            body = body_text.split(None, body_words)
+            toks.extend(body[:body_words] if len(body) > body_words else body)
+        return cls(token_hashes(toks))
+
+    @classmethod
+    def of_text(cls, text: str) -> TextFeatures:
+        return cls(token_hashes(text.split()))
+
+    @classmethod
+    def of_record(cls, rec: Mapping[str, Any], *, body_words: int = 200) -> TextFeatures:
+        return cls.of(rec.get("title") or "", rec.get("body_text") or "", body_words=body_words)

@@ -1,0 +1,196 @@
+"""Wire format of every topic: JSON (orjson) objects with a ``schema`` name and version.
+
+Bytes (feed bodies, original bad input) travel base64-encoded. ``encode_*`` return
+``(key, value)`` byte pairs ready for Kafka; the key is the topic's documented message key.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+
+from newsflow.core.timeutil import iso_to_ms, ms_to_iso
+from newsflow.model.records import (
+    ARTICLE_SCHEMA_VERSION,
+    RAW_SCHEMA_VERSION,
+    Article,
+    DeadLetter,
+    DedupInfo,
+    RawPayload,
+)
+
+
+class EnvelopeError(ValueError):
+    """A ``feeds.raw`` message that is not a valid envelope."""
+
+
+def raw_to_dict(p: RawPayload) -> dict[str, Any]:
+    return {
+        "schema": "feeds.raw",
+        "schema_version": RAW_SCHEMA_VERSION,
+        "poll_id": p.poll_id,
+        "feed_id": p.feed_id,
+        "url": p.url,
+        "final_url": p.final_url,
+        "fetched_at": ms_to_iso(p.fetched_at_ms),
+        "status": p.status,
+        "etag": p.etag,
+        "last_modified": p.last_modified,
+        "content_type": p.content_type,
+        "publisher": p.publisher,
+        "tier": p.tier,
+        "category": p.category,
+        "language": p.language,
+        "body_b64": base64.b64encode(p.body).decode("ascii") if p.body is not None else None,
+        "body_ref": p.body_ref,
+        "reliability": p.reliability,
+    }
+
+
+def encode_raw(p: RawPayload) -> tuple[bytes, bytes]:
+    return p.feed_id.encode(), orjson.dumps(raw_to_dict(p))
+
+
+def decode_raw(value: bytes | str) -> RawPayload:
+    """Parse a ``feeds.raw`` envelope; raises :class:`EnvelopeError` with a reason."""
+    try:
+        d = orjson.loads(value)
+    except orjson.JSONDecodeError as e:
+        msg = f"not JSON: {e}"
+        raise EnvelopeError(msg) from e
+    if not isinstance(d, dict):
+        msg = "envelope is not a JSON object"
+        raise EnvelopeError(msg)
+    if d.get("schema_version", RAW_SCHEMA_VERSION) != RAW_SCHEMA_VERSION:
+        msg = f"unsupported schema_version {d.get('schema_version')!r}"
+        raise EnvelopeError(msg)
+    try:
+        feed_id = d["feed_id"]
+        url = d["url"]
+        fetched = iso_to_ms(d["fetched_at"])
+        status = int(d.get("status", 200))
+    except (KeyError, TypeError, ValueError) as e:
+        msg = f"missing or bad field: {e}"
+        raise EnvelopeError(msg) from e
+    if not isinstance(feed_id, str) or not feed_id or not isinstance(url, str):
+        msg = "feed_id/url must be non-empty strings"
+        raise EnvelopeError(msg)
+    b64 = d.get("body_b64")
+    body: bytes | None = None
+    if b64 is not None:
+        try:
+            body = base64.b64decode(b64, validate=True)
+        except (ValueError, TypeError) as e:
+            msg = f"body_b64 is not base64: {e}"
+            raise EnvelopeError(msg) from e
+    return RawPayload(
+        feed_id=feed_id,
+        url=url,
+        fetched_at_ms=fetched,
+        status=status,
+        body=body,
+        etag=d.get("etag"),
+        last_modified=d.get("last_modified"),
+        content_type=d.get("content_type"),
+        final_url=d.get("final_url"),
+        publisher=d.get("publisher"),
+        tier=d.get("tier"),
+        category=d.get("category"),
+        language=d.get("language"),
+        body_ref=d.get("body_ref"),
+        reliability=d.get("reliability"),
+    )
+
+
+def deadletter_to_dict(d: DeadLetter) -> dict[str, Any]:
+    from newsflow.model.records import DEADLETTER_SCHEMA_VERSION
+
+    return {
+        "schema": "deadletter",
+        "schema_version": DEADLETTER_SCHEMA_VERSION,
+        "dl_id": d.dl_id,
+        "stage": d.stage,
+        "reason": d.reason,
+        "detail": d.detail,
+        "feed_id": d.feed_id,
+        "fetched_at": d.fetched_at,
+        "item_index": d.item_index,
+        "original_b64": base64.b64encode(d.original).decode("ascii"),
+    }
+
+
+def article_record(a: Article, info: DedupInfo, seq: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``articles`` v1 record of an article and the dedup decision about it."""
+    if info.revision_no:  # a revision, or a later version of a syndicated copy
+        key = f"{a.article_id}#r{info.revision_no}"
+    elif info.disposition == "exact_duplicate" and info.duplicate_of == a.article_id:
+        key = f"{a.article_id}#p{a.fetched_ms}"  # a re-poll (only when emit_repolls is on)
+    else:
+        key = a.article_id
+    rec: dict[str, Any] = {
+        "schema": "articles",
+        "schema_version": ARTICLE_SCHEMA_VERSION,
+        "key": key,
+        "article_id": a.article_id,
+        "seq": seq,
+        "feed_id": a.feed_id,
+        "publisher": a.publisher,
+        "tier": a.tier,
+        "guid": a.guid,
+        "url": a.url,
+        "canonical_url": a.canonical_url,
+        "title": a.title,
+        "author": a.author,
+        "published_at": a.published_at,
+        "date_uncertain": a.date_uncertain,
+        "date_source": a.date_source,
+        "fetched_at": a.fetched_at,
+        "body_html": a.body_html,
+        "body_text": a.body_text,
+        "categories": list(a.categories),
+        "media": a.media,
+        "word_count": a.word_count,
+        "reading_time_min": a.reading_time_min,
+        "partial_content": a.partial_content,
+        "content_hash": a.content_hash,
+        "feed_format": a.feed_format,
+        "language": a.language,
+        "category": a.category,
+        "disposition": info.disposition,
+        "dedup_layer": info.layer,
+        "duplicate_of": info.duplicate_of,
+        "changed": list(info.changed),
+        "revision_no": info.revision_no,
+        "preferred": info.preferred,
+        "seen_in": info.seen_in,
+        "publishers_seen": len({s.publisher for s in info.seen_in}),
+    }
+    if extra:
+        rec.update(extra)
+    return rec
+
+
+def health_record(
+    feed_id: str, at_ms: int, status: str, *, source: str = "flow", **fields: Any
+) -> dict[str, Any]:
+    """A ``feed-health`` v1 record; ``record_id`` makes re-emits idempotent."""
+    from newsflow.core.hashing import stable_id
+    from newsflow.model.records import FEED_HEALTH_SCHEMA_VERSION
+
+    return {
+        "schema": "feed-health",
+        "schema_version": FEED_HEALTH_SCHEMA_VERSION,
+        "record_id": stable_id(source, feed_id, str(at_ms), status),
+        "feed_id": feed_id,
+        "source": source,
+        "at": ms_to_iso(at_ms),
+        "status": status,
+        **fields,
+    }
+
+
+def dumps(obj: Any) -> bytes:
+    """Deterministic JSON bytes (dataclasses in declaration order, dict keys as built)."""
+    return orjson.dumps(obj)

@@ -1,0 +1,99 @@
+"""The messages that travel between the dataflow's steps: frozen, typed, one class per kind.
+
+::
+
+    parse ──ToShard(ParsedArticle | HealthReport | Tick)──► dedup shard
+    parse ──Output──► sinks (dead letters, feed-health)
+    dedup ──Deduped | HealthReport | Tick──► story shard
+    story shard ──ScoredArticle | HealthReport | ShardWatermark──► articles sink, digests
+    digests ──Output──► sinks
+
+Keys travel as Bytewax keys, never inside these values; where a downstream step must know
+which upstream key a message came from, the wiring wraps it in :class:`FromShard`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from newsflow.model.records import Article, DedupInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A finished record for a sink: topic, idempotent key, serialized value."""
+
+    topic: str
+    key: bytes
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedArticle:
+    """A normalized article; ``seq`` is its position in the replayable input."""
+
+    seq: str
+    article: Article
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    """A parse-side ``feed-health`` record, routed in input order to the digest's health report."""
+
+    seq: str
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Event time moved to ``watermark``; every item of the input up to ``cut`` was sent before."""
+
+    cut: str
+    watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToShard:
+    """A parse output addressed to one dedup shard (the key of the next step)."""
+
+    shard: str
+    item: ParsedArticle | HealthReport | Tick
+
+
+@dataclass(frozen=True, slots=True)
+class Deduped:
+    """An article with its exact-dedup decision (layers 1-2)."""
+
+    seq: str
+    article: Article
+    info: DedupInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredArticle:
+    """An ``articles`` record: story, importance and topic assigned."""
+
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardWatermark:
+    """A story shard released everything up to ``watermark``."""
+
+    watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class FromShard:
+    """A story shard's output with the shard's key, for the single-key digests step."""
+
+    shard: str
+    message: ScoredArticle | HealthReport | ShardWatermark
+
+
+#: what a dedup shard receives / emits, what a story shard emits
+ShardInput = ParsedArticle | HealthReport | Tick
+DedupOutput = Deduped | HealthReport | Tick
+StoryOutput = ScoredArticle | HealthReport | ShardWatermark
+ParseOutput = Output | ToShard
