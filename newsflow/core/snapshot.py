@@ -19,25 +19,28 @@ FORMAT = "newsflow-state"
 #: bump when a step's fields change meaning (adding a field does not need a bump)
 VERSION = 1
 
+#: what a step's ``snapshot()`` returns and its builder gets back: the dict, or its pickle
+Snapshot = bytes | dict[str, Any]
+
 
 class SnapshotFormatError(RuntimeError):
     """A recovery snapshot this version of newsflow cannot resume from."""
 
 
-def make_snapshot(step: str, fields: dict[str, Any], *, freeze: bool) -> Any:
+def make_snapshot(step: str, fields: dict[str, Any], *, freeze: bool) -> Snapshot:
     snap = {"format": FORMAT, "step": step, "version": VERSION, "state": fields}
     return pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL) if freeze else snap
 
 
-def restore(step: str, resume: Any) -> dict[str, Any]:
+def restore(step: str, resume: object) -> dict[str, Any]:
     """The named fields of a snapshot made by :func:`make_snapshot` for ``step``.
 
     >>> restore("dedup", make_snapshot("dedup", {"n": 1}, freeze=True))
     {'n': 1}
-    >>> restore("dedup", (1, 2))
+    >>> restore("dedup", (1, 2))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    newsflow.core.snapshot.SnapshotFormatError: step 'dedup': the recovery snapshot is not in the newsflow-state format (an older release's positional state); resume is refused: start from a new recovery directory and replay the input
+    ...SnapshotFormatError: step 'dedup': the recovery snapshot is not in the newsflow-state format...
     """
     snap = pickle.loads(resume) if isinstance(resume, bytes | bytearray) else resume
     if not isinstance(snap, dict) or snap.get("format") != FORMAT:

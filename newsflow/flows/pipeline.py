@@ -26,7 +26,6 @@ heartbeat envelope (``feed_id="__tick__"``) moves event time on quiet streams.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow, Stream
@@ -37,10 +36,10 @@ from newsflow.config import Settings
 from newsflow.connectors.files import resolve_body_ref
 from newsflow.core.alignment import Aligner
 from newsflow.core.hashing import shard_of
-from newsflow.core.snapshot import make_snapshot, restore
+from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.dedup.exact import DedupShard, dedup_shard_key
-from newsflow.dedup.stories import StoryAssigner, featurize_batch
+from newsflow.dedup.stories import StoryAssigner, StoryFeatures, featurize_batch
 from newsflow.digest.assemble import assemble_digest, digest_memory
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.health import FeedHealthAccumulator
@@ -52,6 +51,7 @@ from newsflow.model.messages import (
     DedupOutput,
     FromShard,
     HealthReport,
+    JsonRecord,
     Output,
     ParsedArticle,
     ParseOutput,
@@ -110,12 +110,12 @@ def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], 
 
 
 # ---------------------------------------------------------------- parse + event-time clock
-class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Any]):
+class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
     """One input partition: raw message ``(seq, bytes)`` -> records for the sinks and items for
     the dedup shards; keeps the partition's watermark and emits a :class:`Tick` to every shard
     when it crosses a ``tick_ms`` boundary."""
 
-    def __init__(self, settings: Settings, resume: Any, recovery: bool) -> None:
+    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool) -> None:
         self.s = settings
         self.recovery = recovery
         self.keys = shard_keys(settings)
@@ -171,7 +171,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Any]):
                 out.extend(ToShard(k, tick) for k in self.keys)
         return out, StatefulLogic.RETAIN
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_PARSE, {"watermark": self.wm, "bucket": self.bucket}, freeze=self.recovery)
 
 
@@ -180,10 +180,10 @@ def _dl_out(topic: str, dl: DeadLetter) -> Output:
 
 
 # ---------------------------------------------------------------- dedup shard (layers 1-2)
-class DedupLogic(StatefulLogic[ShardInput, DedupOutput, Any]):
+class DedupLogic(StatefulLogic[ShardInput, DedupOutput, Snapshot]):
     """One dedup shard; decisions and ticks go on to the stories step."""
 
-    def __init__(self, settings: Settings, resume: Any, recovery: bool) -> None:
+    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool) -> None:
         self.recovery = recovery
         st = restore(STEP_DEDUP, resume) if resume is not None else {}
         self.shard: DedupShard = (
@@ -201,15 +201,15 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput, Any]):
             self.shard.advance(value.watermark)
         return [value], StatefulLogic.RETAIN  # ticks and health records pass through
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_DEDUP, {"shard": self.shard}, freeze=self.recovery)
 
 
 # ---------------------------------------------------------------- stories, scores, topics
-class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Any]):
+class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
     """Tick-aligned: near-duplicates, same-event and story ids, importance, topics."""
 
-    def __init__(self, settings: Settings, resume: Any, recovery: bool) -> None:
+    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool) -> None:
         self.s = settings
         self.recovery = recovery
         st = restore(STEP_STORIES, resume) if resume is not None else {}
@@ -238,7 +238,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Any]):
         out: list[StoryOutput] = []
         arts = [x.article for x in items if isinstance(x, Deduped)]
         feats = iter(featurize_batch(arts)) if arts else iter(())
-        recs: list[tuple[dict[str, Any], str]] = []
+        recs: list[tuple[JsonRecord, str]] = []
         for x in items:
             if isinstance(x, HealthReport):
                 h = x.record
@@ -259,7 +259,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Any]):
             self.tiers = {k: v for k, v in self.tiers.items() if k in self.assigner.stories}
         return out
 
-    def _story(self, x: Deduped, f: Any) -> dict[str, Any]:
+    def _story(self, x: Deduped, f: StoryFeatures) -> JsonRecord:
         # the story clock runs on publication times (story activity is when things were
         # published; the assigner keeps the max seen): data-driven like every clock here
         a, info = x.article, x.info
@@ -282,7 +282,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Any]):
             "match_score": asg.score,
         })
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_STORIES, {
             "aligner": self.aligner, "assigner": self.assigner, "topics": self.topics,
             "reliability": self.reliability, "tiers": self.tiers,
@@ -298,26 +298,26 @@ _DIGEST_FIELDS = (
 HOUR = 3_600_000
 
 
-def digest_view(rec: dict[str, Any]) -> dict[str, Any]:
+def digest_view(rec: JsonRecord) -> JsonRecord:
     d = {k: rec.get(k) for k in _DIGEST_FIELDS}
     d["body_text"] = " ".join((rec.get("body_text") or "").split()[:250])
     return d
 
 
-class DigestsLogic(StatefulLogic[FromShard, Output, Any]):
+class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
     """Keeps the records of the longest window (hour buckets, expiring on event time) and
     assembles every digest window the watermark closes; at the end of a finite input, the still
     open windows are emitted with ``final: false``."""
 
-    def __init__(self, settings: Settings, resume: Any, recovery: bool) -> None:
+    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool) -> None:
         self.s = settings
         self.recovery = recovery
         self.schedule = settings.digest_schedule()
         self.config = DigestConfig(time_basis="fetched")
         st = restore(STEP_DIGESTS, resume) if resume is not None else {}
-        self.buckets: dict[int, list[dict[str, Any]]] = st.get("buckets", {})
-        self.health: dict[int, list[dict[str, Any]]] = st.get("health", {})
-        self.previous: dict[str, dict[str, Any]] = st.get("previous", {})
+        self.buckets: dict[int, list[JsonRecord]] = st.get("buckets", {})
+        self.health: dict[int, list[JsonRecord]] = st.get("health", {})
+        self.previous: dict[str, JsonRecord] = st.get("previous", {})
         self.wm: int | None = st.get("watermark")
         #: latest watermark of each story shard; the digest clock is their minimum, so a
         #: window closes only when every shard has sent all of its records
@@ -355,7 +355,7 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Any]):
         out = [self._assemble(w, final=False, skip_empty=True) for w in latest.values()]
         return [o for o in out if o is not None], StatefulLogic.RETAIN
 
-    def _in(self, store: dict[int, list[dict[str, Any]]], start: int, end: int) -> list[dict[str, Any]]:
+    def _in(self, store: dict[int, list[JsonRecord]], start: int, end: int) -> list[JsonRecord]:
         return [r for h in sorted(store) if start // HOUR <= h <= end // HOUR for r in store[h]]
 
     def _assemble(self, w: DigestWindow, *, final: bool, skip_empty: bool = False) -> Output | None:
@@ -380,7 +380,7 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Any]):
             for h in [h for h in store if h < horizon]:
                 del store[h]
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_DIGESTS, {
             "buckets": self.buckets, "health": self.health, "previous": self.previous,
             "watermark": self.wm, "source_watermarks": self.source_wm,

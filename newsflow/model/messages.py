@@ -19,6 +19,9 @@ from typing import Any
 
 from newsflow.model.records import Article, DedupInfo
 
+#: a topic record as JSON-ready fields (built only in ``newsflow.wire``)
+JsonRecord = dict[str, Any]
+
 
 @dataclass(frozen=True, slots=True)
 class Output:
@@ -42,7 +45,7 @@ class HealthReport:
     """A parse-side ``feed-health`` record, routed in input order to the digest's health report."""
 
     seq: str
-    record: dict[str, Any]
+    record: JsonRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +77,7 @@ class Deduped:
 class ScoredArticle:
     """An ``articles`` record: story, importance and topic assigned."""
 
-    record: dict[str, Any]
+    record: JsonRecord
 
 
 @dataclass(frozen=True, slots=True)
