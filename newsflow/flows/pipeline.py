@@ -26,6 +26,7 @@ heartbeat envelope (``feed_id="__tick__"``) moves event time on quiet streams.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow, Stream
@@ -437,10 +438,12 @@ def kafka_flow(
     brokers: list[str], settings: Settings | None = None, *, tail: bool = True,
     recovery: bool = False, add_config: dict[str, str] | None = None,
 ) -> Dataflow:
-    """``feeds.raw`` on Kafka -> the four output topics on Kafka."""
+    """``feeds.raw`` on Kafka -> the four output topics on Kafka. Event time ticks every
+    ``live_tick_ms`` (live latency); a replay of the same topic gives the same records."""
     from newsflow.connectors.kafka import kafka_outputs, kafka_raw_input
 
     settings = settings or Settings()
+    settings = replace(settings, tick_ms=settings.live_tick_ms)
     flow = Dataflow("newsflow_kafka")
     keyed = kafka_raw_input(flow, brokers, settings, tail=tail, add_config=add_config)
     outs = newsflow_steps(keyed, settings, recovery=recovery)

@@ -1,0 +1,159 @@
+"""Live latency on a real broker: a payload landing on ``feeds.raw`` -> its article on ``articles``.
+
+Runs ``newsflow run`` (tail mode) as a child process once per event-time tick setting, in the
+same invocation, and produces live payloads (``fetched_at`` = now, 1-3 new items each, one
+feed per poll round-robin) at a steady rate, plus the poller's heartbeat (``__tick__`` every
+30 s, its default). Every item's title carries a marker; the latency of an item is the time its
+article record is consumed minus the time its payload was produced.
+
+    .venv/bin/python bench/bench_latency.py [--seconds 60] [--rate 2] [--ticks 60000,1000]
+        [--brokers HOST:PORT]   # default: start a local broker from scripts/kafka
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+from confluent_kafka import Consumer, Producer
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPICS = (("raw", "feeds.raw"), ("articles", "articles"), ("digests", "digests"),
+          ("feed_health", "feed-health"), ("deadletter", "deadletter"))
+
+
+def rss(feed: str, items: list[tuple[str, str]]) -> bytes:
+    body = "".join(
+        f"<item><title>{title}</title><link>https://{feed}.example.com/{guid}</link>"
+        f"<guid>{guid}</guid><description>Live item {title} for the latency bench.</description>"
+        f"<pubDate>{time.strftime('%a, %d %b %Y %H:%M:%S +0000', time.gmtime())}</pubDate></item>"
+        for guid, title in items
+    )
+    return (f'<?xml version="1.0"?><rss version="2.0"><channel><title>{feed}</title>'
+            f"<link>https://{feed}.example.com/</link><description>d</description>{body}"
+            "</channel></rss>").encode()
+
+
+def envelope(feed: str, body: bytes | None, now_ms: int) -> bytes:
+    from newsflow.model.records import RawPayload
+    from newsflow.wire.codec import encode_raw
+
+    if body is None:  # the poller's heartbeat
+        return encode_raw(RawPayload(feed, "", now_ms, 0, None))[1]
+    return encode_raw(RawPayload(feed, f"https://{feed}.example.com/rss", now_ms, 200, body, publisher=feed,
+                                 tier="T2", category="news", language="en"))[1]
+
+
+def percentiles(xs: list[float]) -> dict[str, float]:
+    xs = sorted(xs)
+    if not xs:
+        return {}
+
+    def p(q: float) -> float:
+        return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3)
+
+    return {"n": len(xs), "p50": p(0.50), "p90": p(0.90), "p99": p(0.99), "max": round(xs[-1], 3)}
+
+
+def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path) -> dict[str, object]:
+    suffix = uuid.uuid4().hex[:6]
+    names = {k: f"{v}.{suffix}" for k, v in TOPICS}
+    cfg = work / f"settings-{tick_ms}.toml"
+    cfg.write_text(f"[newsflow]\nlive_tick_ms = {tick_ms}\n[newsflow.topics]\n"
+                   + "\n".join(f'{k} = "{v}"' for k, v in names.items()) + "\n")
+    log = (work / f"run-{tick_ms}.log").open("wb")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "newsflow.cli.main", "run", "--brokers", brokers, "--config", str(cfg)],
+        stdout=subprocess.DEVNULL, stderr=log, cwd=ROOT,
+    )
+    sent: dict[str, float] = {}
+    got: dict[str, float] = {}
+    stop = threading.Event()
+
+    def consume() -> None:
+        c = Consumer({"bootstrap.servers": brokers, "group.id": f"lat-{suffix}",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                      "topic.metadata.refresh.interval.ms": 1000})
+        c.subscribe([names["articles"]])
+        while not stop.is_set():
+            m = c.poll(0.2)
+            if m is None or m.error():
+                continue
+            marker = (orjson.loads(m.value()).get("title") or "").split(" ", 1)[0]
+            if marker.startswith("lat-") and marker not in got:
+                got[marker] = time.time()
+        c.close()
+
+    th = threading.Thread(target=consume, daemon=True)
+    th.start()
+    p = Producer({"bootstrap.servers": brokers, "linger.ms": 0})
+    # warm-up: the flow creates its consumer; wait for the first article before measuring
+    n = 0
+    feeds = [f"feed{i}" for i in range(6)]
+    t_end = time.time() + seconds + 30
+    measuring_from = None
+    last_hb = 0.0
+    while time.time() < t_end:
+        now = time.time()
+        if now - last_hb >= 30:
+            p.produce(names["raw"], envelope("__tick__", None, int(now * 1000)), key=b"__tick__")
+            last_hb = now
+        feed = feeds[n % len(feeds)]
+        items = [(f"{suffix}-{n}-{j}", f"lat-{n}-{j} {feed} story number {n} item {j}") for j in range(1 + n % 3)]
+        p.produce(names["raw"], envelope(feed, rss(feed, items), int(now * 1000)), key=feed.encode())
+        p.flush()
+        for _, title in items:
+            sent[title.split(" ", 1)[0]] = now
+        if measuring_from is None and got:
+            measuring_from = n  # the flow is up: measure from here, for `seconds`
+            t_end = time.time() + seconds
+        n += 1
+        time.sleep(max(0.0, 1.0 / rate - (time.time() - now)))
+    time.sleep(5)  # let the tail arrive
+    stop.set()
+    th.join(5)
+    child.terminate()
+    child.wait(30)
+    log.close()
+    lat = [got[k] - sent[k] for k in sent if k in got and int(k.split("-")[1]) >= (measuring_from or 0)]
+    measured = [k for k in sent if int(k.split("-")[1]) >= (measuring_from or 0)]
+    return {"tick_ms": tick_ms, "items_sent": len(measured), "items_received": len(lat),
+            "latency_s": percentiles(lat)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--rate", type=float, default=2.0, help="payloads per second")
+    ap.add_argument("--ticks", default="60000,1000", help="live_tick_ms values to compare")
+    ap.add_argument("--brokers")
+    args = ap.parse_args()
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"newsflow-lat-{uuid.uuid4().hex[:6]}"
+    work.mkdir(parents=True)
+    broker = None
+    brokers = args.brokers
+    if not brokers:
+        sys.path.insert(0, str(ROOT / "scripts" / "kafka"))
+        from kafka_local import KafkaBroker
+
+        broker = KafkaBroker()
+        broker.start()
+        brokers = broker.bootstrap
+    try:
+        res = [measure(brokers, int(t), args.seconds, args.rate, work) for t in args.ticks.split(",")]
+    finally:
+        if broker is not None:
+            broker.stop()
+    print(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()
