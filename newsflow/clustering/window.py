@@ -7,13 +7,33 @@ large windows stay sub-quadratic; Ward with ``n_topics`` as the alternative.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
-from newsflow.digest.config import DigestConfig
 from newsflow.text.tokenize import TextFeatures
+
+
+class ClusteringParams(Protocol):
+    """The parameters this module reads (``newsflow.digest.config.DigestConfig`` has them)."""
+
+    @property
+    def eps(self) -> float: ...
+    @property
+    def min_samples(self) -> int: ...
+    @property
+    def n_topics(self) -> int | None: ...
+    @property
+    def group_by_story(self) -> bool: ...
+    @property
+    def exact_max(self) -> int: ...
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def svd_dims(self) -> int: ...
+    @property
+    def ward_max_points(self) -> int: ...
 
 # --------------------------------------------------------------------------------------
 # Text features: TF-IDF over the window, built from stable token hashes
@@ -182,7 +202,7 @@ def group_rows(X: sp.csr_matrix, group: np.ndarray, n_groups: int) -> sp.csr_mat
 
 
 def cluster_articles(
-    X: sp.csr_matrix, sel: Sequence[Mapping[str, Any]], config: DigestConfig
+    X: sp.csr_matrix, sel: Sequence[Mapping[str, Any]], config: ClusteringParams
 ) -> np.ndarray:
     """Topic labels of the window's articles (-1 = standalone).
 
@@ -225,7 +245,7 @@ def cluster_articles(
     )
 
 
-def ward_labels(X: sp.csr_matrix, k: int, config: DigestConfig) -> np.ndarray:
+def ward_labels(X: sp.csr_matrix, k: int, config: ClusteringParams) -> np.ndarray:
     """Agglomerative clustering (Ward) into ``k`` topics on an SVD reduction of the TF-IDF
     (rows: articles, or story centroids); above ``ward_max_points`` rows, a seeded k-means
     first reduces them to that many micro-clusters, which Ward then merges."""
