@@ -16,6 +16,7 @@ looking at delivery reports). Re-emits are harmless: every record carries an ide
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -61,6 +62,29 @@ class KafkaDeliveryFailed(RuntimeError):
     """Records of this epoch were not acknowledged by Kafka; the epoch must not be committed."""
 
 
+KAFKA_ERRORS = (KafkaUnavailable, KafkaClusterChanged, KafkaDeliveryFailed)
+
+
+def kafka_error_line(exc: BaseException) -> str | None:
+    """The one-line message of a Kafka failure of ours anywhere in ``exc``'s cause chain (Bytewax
+    wraps exceptions of sources and sinks in ``BytewaxRuntimeError``s), else None."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, KAFKA_ERRORS):
+            return f"{type(cur).__name__}: {cur}"
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+#: librdkafka's own log lines of the short-lived probe clients ("Connect to ... failed" every
+#: 50 ms while a broker is away) go here instead of stderr; the one-line error says it all
+_probe_log = logging.getLogger("newsflow.kafka.probe")
+_probe_log.addHandler(logging.NullHandler())
+_probe_log.propagate = False
+
+
 def _consumer_config(add_config: dict[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (add_config or {}).items() if not k.startswith(_PRODUCER_ONLY)}
 
@@ -69,7 +93,7 @@ def _consumer_config(add_config: dict[str, str] | None) -> dict[str, str]:
 def cluster_id_of(brokers: list[str], timeout_s: float, add_config: dict[str, str] | None = None) -> str:
     """The cluster id the brokers answer with; :class:`KafkaUnavailable` after ``timeout_s``."""
     c = Consumer({"bootstrap.servers": ",".join(brokers), "group.id": "newsflow-probe",
-                  **_consumer_config(add_config)})
+                  **_consumer_config(add_config), "logger": _probe_log})
     try:
         return _cluster_id(c, brokers, timeout_s)
     finally:
@@ -154,17 +178,18 @@ class RawKafkaSource(FixedPartitionedSource[Any, tuple[str, int]]):
         self.add_config = _consumer_config(add_config)
         self.batch_size = batch_size
 
-    def _consumer(self) -> Any:
+    def _consumer(self, probe: bool = False) -> Any:
         return Consumer({
             "group.id": "newsflow-bytewax-assign",  # never joined: assign() only, no commits
             "enable.auto.commit": "false",
             "bootstrap.servers": ",".join(self.brokers),
             "enable.partition.eof": str(not self.tail).lower(),
             **self.add_config,
+            **({"logger": _probe_log} if probe else {}),
         })
 
     def list_parts(self) -> list[str]:
-        c = self._consumer()
+        c = self._consumer(probe=True)
         try:
             _cluster_id(c, self.brokers, self.timeout_s)
             md = c.list_topics(self.topic, timeout=self.timeout_s)
