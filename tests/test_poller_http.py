@@ -599,6 +599,34 @@ def test_redirects_to_private_addresses_and_bad_schemes_are_refused(server: Fixt
 
 
 @pytest.mark.http
+@pytest.mark.parametrize(("target", "why"), [
+    ("http://[fd00:ec2::254]/latest/meta-data/", "cloud metadata address"),
+    ("http://100.100.100.200/latest/meta-data/", "cloud metadata address"),
+    ("http://192.0.0.192/opc/v2/instance/", "cloud metadata address"),
+    ("http://[2002:a00:1::1]/feed.xml", "6to4 address wrapping a private address"),
+    ("http://[64:ff9b::a9fe:a9fe]/latest/", "NAT64 address wrapping a link-local address"),
+])
+def test_metadata_and_wrapped_private_targets_refused_even_with_allow_private(
+        server: FixtureServer, target: str, why: str) -> None:
+    from urllib.parse import quote
+
+    async def go(url: str) -> FetchOutcome:
+        f = HttpFetcher(fcfg(allow_private=True))
+        try:
+            return await f.fetch(url)
+        finally:
+            await f.aclose()
+
+    t = time.monotonic()
+    direct = run(lambda: go(target))
+    via_redirect = run(lambda: go(server.url("/goto/" + quote(target, safe=""))))
+    assert time.monotonic() - t < 1.0  # refused before any connection attempt
+    for o in (direct, via_redirect):
+        assert o.kind is FetchKind.BLOCKED and why in (o.error or ""), o
+    assert via_redirect.redirects[0].to_url == target
+
+
+@pytest.mark.http
 def test_private_redirect_refused_without_allow_private(server: FixtureServer) -> None:
     async def go() -> FetchOutcome:
         f = HttpFetcher(fcfg())

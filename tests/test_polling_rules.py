@@ -671,6 +671,39 @@ def test_allow_private_never_allows_link_local_and_allowlist_is_explicit() -> No
     assert psafety.address_block_reason("127.0.0.2", allowed_networks=["127.0.0.1/32"]) == "loopback address"
 
 
+@pytest.mark.parametrize(("addr", "reason"), [
+    # cloud metadata endpoints that are not link-local (AWS IPv6, Alibaba, Oracle)
+    ("fd00:ec2::254", "cloud metadata address"),
+    ("100.100.100.200", "cloud metadata address"),
+    ("192.0.0.192", "cloud metadata address"),
+    # IPv6 transition addresses are judged by the IPv4 they wrap
+    ("2002:a00:1::1", "6to4 address wrapping a private address"),
+    ("2002:a9fe:a9fe::", "6to4 address wrapping a link-local address"),
+    ("64:ff9b::10.0.0.1", "NAT64 address wrapping a private address"),
+    ("64:ff9b::127.0.0.1", "NAT64 address wrapping a loopback address"),
+    ("64:ff9b:1::a00:1", "NAT64 address wrapping a private address"),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo address"),
+    # special-purpose ranges that are neither public nor an operator's private network
+    ("192.0.0.8", "non-public address"),
+    ("198.18.0.1", "non-public address"),
+    ("192.0.2.1", "non-public address"),
+    ("2001:db8::1", "non-public address"),
+    ("240.0.0.1", "reserved address"),
+])
+def test_metadata_wrappers_and_special_ranges_blocked_even_with_allow_private(addr: str, reason: str) -> None:
+    assert psafety.address_block_reason(addr) == reason
+    assert psafety.address_block_reason(addr, allow_private=True) == reason
+    assert psafety.address_block_reason(addr, allowed_networks=[addr]) is None  # explicit opt-in only
+
+
+def test_wrappers_of_public_ipv4_and_operator_networks() -> None:
+    assert psafety.address_block_reason("2002:5db8:d822::1") is None  # 6to4 of 93.184.216.34
+    assert psafety.address_block_reason("64:ff9b::93.184.216.34") is None
+    for a in ("10.0.0.1", "172.16.5.4", "192.168.0.1", "100.64.1.1", "fd12::1", "::ffff:192.168.0.1"):
+        assert psafety.address_block_reason(a) == "private address"
+        assert psafety.address_block_reason(a, allow_private=True) is None
+
+
 @pytest.mark.parametrize(("url", "ok"), [
     ("https://x.example/feed", True), ("HTTP://x.example/feed", True),
     ("ftp://x.example/feed", False), ("file:///etc/passwd", False),
