@@ -330,7 +330,7 @@ def test_410_dead_removed_from_polling(server: FixtureServer) -> None:
 def test_429_retry_after_both_forms_doubles_interval_and_pauses_domain(server: FixtureServer, form: str) -> None:
     from newsflow.connectors.poller import system_clock_ms
 
-    feeds = [feed("limited", server.url(f"/ratelimit/{form}/120")), feed("sibling", server.url("/feeds/rss20.xml"))]
+    feeds = [feed("limited", server.url(f"/ratelimit/{form}/600")), feed("sibling", server.url("/feeds/rss20.xml"))]
     eng = PollEngine(feeds, pcfg(), clock=system_clock_ms)
     start = eng.states["limited"].interval_s
 
@@ -346,10 +346,10 @@ def test_429_retry_after_both_forms_doubles_interval_and_pauses_domain(server: F
     now = system_clock_ms()
     assert ev.status == "rate_limited" and ev.http_status == 429
     h = health(ev)
-    assert h["retry_after_s"] == pytest.approx(120, abs=2)
+    assert h["retry_after_s"] == pytest.approx(600, abs=2)
     st = eng.states["limited"]
     assert st.interval_s == start * 2
-    assert st.next_poll_ms is not None and abs(st.next_poll_ms - (now + 120_000)) < 3_000
+    assert st.next_poll_ms is not None and abs(st.next_poll_ms - (now + 600_000)) < 3_000
     # shared per-domain backoff: the sibling feed on the same host waits too
     assert sib.status == "deferred" and sib.records == ()
     assert len(server.requests_for("/feeds/rss20.xml")) == before
@@ -358,7 +358,7 @@ def test_429_retry_after_both_forms_doubles_interval_and_pauses_domain(server: F
 
 @pytest.mark.http
 def test_503_with_retry_after_is_rate_limited_bare_503_is_retried(server: FixtureServer) -> None:
-    feeds = [feed("maint", server.url("/unavailable/30")), feed("bare", server.url("/unavailable"))]
+    feeds = [feed("maint", server.url("/unavailable/900")), feed("bare", server.url("/unavailable"))]
     eng = PollEngine(feeds, pcfg(), clock=FakeClock())
 
     async def go() -> tuple[PollEvent, PollEvent]:
@@ -371,8 +371,30 @@ def test_503_with_retry_after_is_rate_limited_bare_503_is_retried(server: Fixtur
 
     a, b = run(go)
     assert a.status == "rate_limited" and health(a)["attempts"] == 1
-    assert eng.states["maint"].next_poll_ms == T0 + 30_000
+    assert eng.states["maint"].next_poll_ms == T0 + 900_000
     assert b.status == "http_error" and health(b)["attempts"] == 3
+
+
+@pytest.mark.http
+@pytest.mark.parametrize("path", ["/ratelimit/seconds/0", "/ratelimit/date/-3600", "/unavailable/0"])
+def test_retry_after_zero_or_past_does_not_make_continuous_mode_loop(server: FixtureServer, path: str) -> None:
+    from datetime import UTC, datetime
+
+    # a unique path per run: the server records requests per path
+    url = server.url(path + f"?run={time.monotonic_ns()}")
+    src = PollerSource([feed("zero", url)], pcfg(partitions=1, idle_wakeup_s=3600))
+    part = src.build_part("poll", "feeds-0", None)
+    try:
+        evs: list[PollEvent] = []
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # what Bytewax does in continuous mode, at full speed
+            evs += part.next_batch()
+        wake = part.next_awake()
+    finally:
+        part.close()
+    assert [e.status for e in evs] == ["rate_limited"]
+    assert len(server.requests_for(url.split(str(server.port), 1)[1])) == 1
+    assert wake is not None and (wake - datetime.now(UTC)).total_seconds() > 0.9 * 300
 
 
 @pytest.mark.http

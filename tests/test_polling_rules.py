@@ -350,11 +350,29 @@ def test_429_without_retry_after_waits_the_doubled_interval() -> None:
 
 def test_503_with_retry_after_is_rate_limited_without_is_an_error() -> None:
     st = baseline()
-    v = poll(st, resp(503, headers={"retry-after": "30"}))
-    assert v.status == "rate_limited" and v.state.next_poll_ms == T0 + 30_000
+    v = poll(st, resp(503, headers={"retry-after": "900"}))
+    assert v.status == "rate_limited" and v.state.next_poll_ms == T0 + 900_000
     assert v.state.interval_s == st.interval_s * 2
     v2 = poll(st, resp(503))
     assert v2.status == "http_error" and v2.state.interval_s == st.interval_s
+
+
+@pytest.mark.parametrize("code", [429, 503])
+@pytest.mark.parametrize("ra", ["0", "30", "past"])
+def test_retry_after_below_the_minimum_interval_is_floored(code: int, ra: str) -> None:
+    st = baseline()
+    if ra == "past":
+        ra = email.utils.formatdate((T0 - 3_600_000) / 1000, usegmt=True)
+    v = poll(st, resp(code, headers={"retry-after": ra}))
+    assert v.status == "rate_limited"
+    assert v.state.next_poll_ms == T0 + int(POLICY.min_interval_s * 1000)
+    # a registry interval is a floor too
+    st2 = replace(st, registry_floor_s=1800.0)
+    assert poll(st2, resp(code, headers={"retry-after": ra})).state.next_poll_ms == T0 + 1_800_000
+    # and the domain pauses at least domain_rate_limit_default_s
+    d = prules.update_domain_backoff(DomainState("example.org"), rate_limited=True, retry_after_s=0.0,
+                                     server_trouble=False, success=False, now_ms=T0, policy=POLICY)
+    assert d.backoff_until_ms == T0 + int(POLICY.domain_rate_limit_default_s * 1000)
 
 
 def test_retry_after_is_capped() -> None:
