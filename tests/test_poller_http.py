@@ -572,6 +572,43 @@ def test_html_page_instead_of_feed(server: FixtureServer) -> None:
 
 
 @pytest.mark.http
+@pytest.mark.parametrize(("kind", "what"), [("html", "an HTML page"), ("404", "HTTP 404"), ("403", "HTTP 403")])
+def test_html_or_4xx_for_ever_flags_unhealthy_with_an_alert(server: FixtureServer, kind: str, what: str) -> None:
+    name = f"unhealthy-{kind}-{time.monotonic_ns()}"
+    if kind == "html":
+        server.set_feed(name, b"<!doctype html><html><body>Just a moment...</body></html>",
+                        content_type="text/html; charset=utf-8")
+    path = "/html403/error.html" if kind == "403" else f"/m/{name}"  # /m/<unknown> is a 404
+    clock = FakeClock()
+    n = PollPolicy().bad_responses_unhealthy
+    eng = PollEngine([feed("bad", server.url(path))], pcfg(), clock=clock)
+
+    async def go() -> tuple[list[PollEvent], PollEvent | None]:
+        try:
+            evs = []
+            for _ in range(n + 2):
+                evs.append(await eng.poll_feed(eng.feeds["bad"]))
+                eng.domains.clear()  # no domain backoff in between: every poll reaches the server
+                clock.advance(86_400_000)
+            if kind == "403":
+                return evs, None
+            server.set_feed(name, rss_feed("back", [("g1", "Back again")]))
+            return evs, await eng.poll_feed(eng.feeds["bad"])
+        finally:
+            await eng.aclose()
+
+    evs, recovered = run(go)
+    hs = [health(e) for e in evs]
+    assert all("unhealthy" not in h["flags"] and h["alert"] is None for h in hs[:n - 1])
+    assert "unhealthy" in hs[n - 1]["flags"]
+    assert hs[n - 1]["alert"] == f"unhealthy: {n} consecutive polls answered with {what}"
+    assert all("unhealthy" in h["flags"] and h["alert"] is None for h in hs[n:])  # alerted once
+    if recovered is not None:  # the feed is back: flag and streak cleared
+        assert recovered.status == "ok" and "unhealthy" not in health(recovered)["flags"]
+        assert eng.states["bad"].consecutive_bad_responses == 0
+
+
+@pytest.mark.http
 def test_parse_failures_flag_unhealthy_over_http(server: FixtureServer) -> None:
     clock = FakeClock()
     eng = PollEngine([feed("bad", server.url("/feeds/broken.xml"))], pcfg(), clock=clock)

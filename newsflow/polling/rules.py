@@ -260,9 +260,18 @@ def track_parse_failures(state: FeedState, failed: bool, policy: PollPolicy) -> 
     if not failed:
         return evolve(state, consecutive_parse_failures=0, unhealthy=False), False
     n = state.consecutive_parse_failures + 1
-    unhealthy = n >= policy.parse_failures_unhealthy
+    unhealthy = state.unhealthy or n >= policy.parse_failures_unhealthy  # only a success clears it
     return (evolve(state, consecutive_parse_failures=n, unhealthy=unhealthy),
             unhealthy and not state.unhealthy)
+
+
+def track_bad_responses(state: FeedState, policy: PollPolicy) -> tuple[FeedState, bool]:
+    """One more poll answered with an HTML page or a 4xx; ``bad_responses_unhealthy`` in a row
+    flag the feed unhealthy. Returns ``(state, became_unhealthy)``."""
+    n = state.consecutive_bad_responses + 1
+    if n >= policy.bad_responses_unhealthy and not state.unhealthy:
+        return evolve(state, consecutive_bad_responses=n, unhealthy=True), True
+    return evolve(state, consecutive_bad_responses=n), False
 
 
 def handle_timeout(state: FeedState, now_ms: int, policy: PollPolicy) -> tuple[FeedState, bool]:
@@ -522,9 +531,14 @@ def decide_poll(
         st = evolve(st, http_hint_s=http_cache_hint_s(headers, now_ms))
 
     # --- outcome bookkeeping shared by all branches -------------------------------------
+    if status == "html_instead_of_feed" or (status == "http_error" and code is not None and 400 <= code < 500):
+        st, became_unhealthy = track_bad_responses(st, p)
+        if became_unhealthy:
+            alerts.append(f"unhealthy: {st.consecutive_bad_responses} consecutive polls answered with "
+                          f"{'an HTML page' if status == 'html_instead_of_feed' else f'HTTP {code}'}")
     if success:
         st = evolve(st, ok_polls=st.ok_polls + 1, last_success_ms=now_ms, consecutive_errors=0,
-                     consecutive_timeouts=0, slow=False)
+                     consecutive_timeouts=0, slow=False, consecutive_bad_responses=0, unhealthy=False)
         if status == "not_modified":
             new_items = 0 if st.has_baseline else None
         st = update_publication_rhythm(st, new_items, now_ms, p)
