@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -36,6 +37,7 @@ from newsflow.connectors.poller import (
     state_to_dict,
     tick_event,
 )
+from newsflow.core.timeutil import HOUR_MS
 from newsflow.feeds.urls import registrable_domain
 from newsflow.flows.poller import run_poller_flow
 from newsflow.polling.registry import FeedSpec
@@ -1002,6 +1004,31 @@ def test_large_bodies_go_to_blob_dir_or_are_reported_too_large(tmp_path: Path) -
     small = FetchOutcome(FetchKind.RESPONSE, f.url, status=200, headers={}, body=rss_feed("s", [("a", "A")]))
     r2 = raw(blobs.apply(f, blobs.states["big"], small, T0 + 1, "example.org"))
     assert r2 is not None and r2["body_b64"] and r2["body_ref"] is None
+
+
+def test_stored_bodies_expire_after_blob_ttl(tmp_path: Path) -> None:
+    f = feed("big", "https://big.example.org/rss")
+    clock = FakeClock()
+    cfg = pcfg(max_inline_body_bytes=1000, blob_dir=str(tmp_path / "blobs"), blob_ttl_s=86_400.0,
+               blob_sweep_s=3_600.0)
+    eng = PollEngine([f], cfg, clock=clock, fetcher=FakeFetcher())
+
+    def poll_body(tag: str, at_ms: int) -> Path:
+        body = rss_feed(tag, [(f"{tag}{i}", "x" * 200) for i in range(40)])
+        out = FetchOutcome(FetchKind.RESPONSE, f.url, status=200, headers={}, body=body)
+        r = raw(eng.apply(f, eng.states["big"], out, at_ms, "example.org"))
+        assert r is not None and r["body_ref"]
+        return Path(r["body_ref"][7:])
+
+    old = poll_body("old", T0)
+    kept = poll_body("kept", T0 + 2 * HOUR_MS)
+    leftover = old.parent / "x.tmp999"  # a temp file of a killed writer
+    leftover.write_bytes(b"partial")
+    os.utime(leftover, (T0 / 1000, T0 / 1000))
+    assert old.exists() and kept.exists()
+    poll_body("new", T0 + 25 * HOUR_MS)  # more than a day after "old": swept on this poll
+    assert not old.exists() and not leftover.exists() and kept.exists()
+    assert eng.expire_blobs(T0 + 45 * HOUR_MS) == 1 and not kept.exists()
 
 
 def test_continuous_partition_sleeps_until_the_next_due_feed() -> None:

@@ -115,6 +115,10 @@ class PollerConfig:
     max_inline_body_bytes: int = 700_000
     #: where bodies over the inline limit are stored; None: they are reported ``too_large``
     blob_dir: str | None = None
+    #: a stored body expires this long after its last poll (poller clock; the flow must have read
+    #: its feeds.raw record by then); expired files are swept at most once per blob_sweep_s
+    blob_ttl_s: float = 7 * 86_400.0
+    blob_sweep_s: float = 3_600.0
     #: longest a partition runs the shared event loop inside one ``next_batch`` (s)
     loop_slice_s: float = 0.05
     #: longest an idle partition sleeps before re-checking its schedule (s)
@@ -290,6 +294,7 @@ class PollEngine:
         self.in_flight: set[str] = set()
         self._sem = semaphore
         self._domain_sems: dict[str, asyncio.Semaphore] = {}
+        self._last_blob_sweep_ms = -(2**62)
 
     # -- scheduling ------------------------------------------------------------------------
     def domain_of(self, feed_id: str) -> str:
@@ -354,7 +359,7 @@ class PollEngine:
         finally:
             self.in_flight.discard(fid)
 
-    def _store_blob(self, body: bytes) -> str:
+    def _store_blob(self, body: bytes, now_ms: int) -> str:
         assert self.config.blob_dir is not None
         h = bytes_id(body, 16)
         path = Path(self.config.blob_dir) / h[:2] / h
@@ -363,11 +368,32 @@ class PollEngine:
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_bytes(body)
             tmp.replace(path)
+        with contextlib.suppress(OSError):  # the mtime is the poll time: a re-served body stays
+            os.utime(path, (now_ms / 1000, now_ms / 1000))
         return path.resolve().as_uri()
+
+    def expire_blobs(self, now_ms: int) -> int:
+        """Delete stored bodies (and leftover temp files) not polled for ``blob_ttl_s``."""
+        if self.config.blob_dir is None:
+            return 0
+        self._last_blob_sweep_ms = now_ms
+        horizon = now_ms / 1000 - self.config.blob_ttl_s
+        removed = 0
+        for path in Path(self.config.blob_dir).glob("*/*"):
+            try:
+                if path.is_file() and not path.is_symlink() and path.stat().st_mtime < horizon:
+                    path.unlink()
+                    removed += 1
+            except OSError:  # another worker removed it first
+                continue
+        return removed
 
     def apply(self, feed: FeedSpec, state: FeedState, outcome: FetchOutcome, now_ms: int,
               domain: str) -> PollEvent:
         """Decide (pure rules), update state, build the records of one poll."""
+        if (self.config.blob_dir is not None
+                and now_ms - self._last_blob_sweep_ms >= self.config.blob_sweep_s * 1000):
+            self.expire_blobs(now_ms)
         body_ref: str | None = None
         body = outcome.body
         limit = self.config.max_inline_body_bytes
@@ -387,7 +413,7 @@ class PollEngine:
         if verdict.emit_body and outcome.body is not None:
             inline: bytes | None = outcome.body
             if len(outcome.body) > self.config.max_inline_body_bytes:
-                body_ref, inline = self._store_blob(outcome.body), None
+                body_ref, inline = self._store_blob(outcome.body, now_ms), None
             h = outcome.headers
             raw = RawPayload(
                 feed_id=feed.id,
