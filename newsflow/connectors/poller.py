@@ -490,6 +490,10 @@ class _WorkerLoop:
                 _worker_local.loop = None
 
 
+#: with a stop event, an idle source looks at it this often (ms): Ctrl-C ends the poller this fast
+STOP_CHECK_MS = 500
+
+
 class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
     def __init__(
         self,
@@ -502,8 +506,10 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
         force: bool,
         final_tick: bool,
         fetcher_factory: FetcherFactory | None,
+        stop: threading.Event | None = None,
     ) -> None:
         self._config = config
+        self._stop = stop
         self._clock = clock
         self._once = once
         self._force = force
@@ -525,6 +531,12 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
 
     def next_batch(self) -> list[PollEvent]:
         if self._done:
+            raise StopIteration
+        if self._stop is not None and self._stop.is_set():
+            # Ctrl-C / SIGTERM: end the source so Bytewax finishes the epoch and snapshots;
+            # polls still in flight are not in the snapshot and are repeated after a restart
+            self._cancel_tasks()
+            self._done = True
             raise StopIteration
         now = self._clock()
         if self._once:
@@ -559,6 +571,8 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
         nxt = self._engine.next_wakeup_ms()
         idle_ms = self._config.idle_wakeup_s * 1000
         delay_ms = idle_ms if nxt is None else min(max(0, nxt - self._clock()), idle_ms)
+        if self._stop is not None:
+            delay_ms = min(delay_ms, STOP_CHECK_MS)
         return datetime.now(UTC) + timedelta(milliseconds=delay_ms)
 
     def snapshot(self) -> dict[str, Any]:
@@ -568,13 +582,16 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
             "domains": {d: domain_to_dict(s) for d, s in self._engine.domains.items()},
         }
 
-    def close(self) -> None:
+    def _cancel_tasks(self) -> None:
         for t in self._tasks:
             t.cancel()
         if self._tasks:
             with contextlib.suppress(Exception):
                 self._wl.loop.run_until_complete(asyncio.wait(self._tasks, timeout=1.0))
         self._tasks.clear()
+
+    def close(self) -> None:
+        self._cancel_tasks()
         self._wl.release()
 
 
@@ -594,7 +611,9 @@ class PollerSource(FixedPartitionedSource[PollEvent, dict[str, Any]]):
         once: bool = False,
         force: bool = False,
         fetcher_factory: FetcherFactory | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
+        self.stop = stop
         self.feeds = list(feeds)
         self.config = config or PollerConfig()
         self.clock = clock
@@ -611,17 +630,21 @@ class PollerSource(FixedPartitionedSource[PollEvent, dict[str, Any]]):
         return _PollerPartition(mine, resume_state, self.config, clock=self.clock, once=self.once,
                                 force=self.force,
                                 final_tick=self.once and i == 0 and self.config.heartbeat_s > 0,
-                                fetcher_factory=self.fetcher_factory)
+                                fetcher_factory=self.fetcher_factory, stop=self.stop)
 
 
 class _HeartbeatPartition(StatefulSourcePartition[PollEvent, None]):
-    def __init__(self, interval_s: float, clock: Clock, topics: Topics) -> None:
+    def __init__(self, interval_s: float, clock: Clock, topics: Topics,
+                 stop: threading.Event | None = None) -> None:
         self._interval = interval_s
         self._clock = clock
         self._topics = topics
+        self._stop = stop
         self._next = time.monotonic()
 
     def next_batch(self) -> list[PollEvent]:
+        if self._stop is not None and self._stop.is_set():
+            raise StopIteration
         mono = time.monotonic()
         if mono < self._next:
             return []
@@ -629,7 +652,10 @@ class _HeartbeatPartition(StatefulSourcePartition[PollEvent, None]):
         return [tick_event(self._clock(), self._topics)]
 
     def next_awake(self) -> datetime | None:
-        return datetime.now(UTC) + timedelta(seconds=max(0.0, self._next - time.monotonic()))
+        delay = max(0.0, self._next - time.monotonic())
+        if self._stop is not None:
+            delay = min(delay, STOP_CHECK_MS / 1000)
+        return datetime.now(UTC) + timedelta(seconds=delay)
 
     def snapshot(self) -> None:
         return None
@@ -639,7 +665,8 @@ class HeartbeatSource(FixedPartitionedSource[PollEvent, None]):
     """One tick every ``interval_s`` (system time) stamped with the poller clock."""
 
     def __init__(self, interval_s: float, *, clock: Clock = system_clock_ms,
-                 topics: Topics | None = None) -> None:
+                 topics: Topics | None = None, stop: threading.Event | None = None) -> None:
+        self.stop = stop
         self.interval_s = interval_s
         self.clock = clock
         self.topics = topics or Topics()
@@ -648,7 +675,7 @@ class HeartbeatSource(FixedPartitionedSource[PollEvent, None]):
         return ["heartbeat"]
 
     def build_part(self, step_id: str, for_part: str, resume_state: Any) -> _HeartbeatPartition:
-        return _HeartbeatPartition(self.interval_s, self.clock, self.topics)
+        return _HeartbeatPartition(self.interval_s, self.clock, self.topics, self.stop)
 
 
 # --------------------------------------------------------------------------------------------
