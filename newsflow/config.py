@@ -56,6 +56,9 @@ class Settings:
     digest_tz: str = "UTC"
     #: the rolling digest for monitoring users: every N minutes, covering the last N minutes
     rolling_minutes: int = 60
+    # --- kafka ---
+    #: seconds the flow waits for a broker to answer (metadata, offsets) before failing with one line
+    kafka_timeout_s: float = 30.0
 
     def digest_schedule(self):  # type: ignore[no-untyped-def]
         """The digest types and windows (see ``newsflow.digest.DigestSchedule``)."""

@@ -50,6 +50,7 @@ import gzip
 import hashlib
 import threading
 import time
+import urllib.parse
 import zlib
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -270,6 +271,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif head == "localhost-redirect" and len(parts) == 2:
             self._send(302, b"", {"Location": f"http://localhost:{srv.port}/feeds/{parts[1]}"},
                        content_type=None)
+        elif head == "goto" and len(parts) == 2:  # /goto/<percent-encoded absolute URL>
+            self._send(302, b"", {"Location": urllib.parse.unquote(parts[1])}, content_type=None)
         elif head == "scheme-redirect":
             self._send(302, b"", {"Location": "file:///etc/passwd"}, content_type=None)
         elif head == "cache" and len(parts) == 3:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -36,6 +37,7 @@ from newsflow.connectors.poller import (
     state_to_dict,
     tick_event,
 )
+from newsflow.core.timeutil import HOUR_MS
 from newsflow.feeds.urls import registrable_domain
 from newsflow.flows.poller import run_poller_flow
 from newsflow.polling.registry import FeedSpec
@@ -330,7 +332,7 @@ def test_410_dead_removed_from_polling(server: FixtureServer) -> None:
 def test_429_retry_after_both_forms_doubles_interval_and_pauses_domain(server: FixtureServer, form: str) -> None:
     from newsflow.connectors.poller import system_clock_ms
 
-    feeds = [feed("limited", server.url(f"/ratelimit/{form}/120")), feed("sibling", server.url("/feeds/rss20.xml"))]
+    feeds = [feed("limited", server.url(f"/ratelimit/{form}/600")), feed("sibling", server.url("/feeds/rss20.xml"))]
     eng = PollEngine(feeds, pcfg(), clock=system_clock_ms)
     start = eng.states["limited"].interval_s
 
@@ -346,10 +348,10 @@ def test_429_retry_after_both_forms_doubles_interval_and_pauses_domain(server: F
     now = system_clock_ms()
     assert ev.status == "rate_limited" and ev.http_status == 429
     h = health(ev)
-    assert h["retry_after_s"] == pytest.approx(120, abs=2)
+    assert h["retry_after_s"] == pytest.approx(600, abs=2)
     st = eng.states["limited"]
     assert st.interval_s == start * 2
-    assert st.next_poll_ms is not None and abs(st.next_poll_ms - (now + 120_000)) < 3_000
+    assert st.next_poll_ms is not None and abs(st.next_poll_ms - (now + 600_000)) < 3_000
     # shared per-domain backoff: the sibling feed on the same host waits too
     assert sib.status == "deferred" and sib.records == ()
     assert len(server.requests_for("/feeds/rss20.xml")) == before
@@ -358,7 +360,7 @@ def test_429_retry_after_both_forms_doubles_interval_and_pauses_domain(server: F
 
 @pytest.mark.http
 def test_503_with_retry_after_is_rate_limited_bare_503_is_retried(server: FixtureServer) -> None:
-    feeds = [feed("maint", server.url("/unavailable/30")), feed("bare", server.url("/unavailable"))]
+    feeds = [feed("maint", server.url("/unavailable/900")), feed("bare", server.url("/unavailable"))]
     eng = PollEngine(feeds, pcfg(), clock=FakeClock())
 
     async def go() -> tuple[PollEvent, PollEvent]:
@@ -371,8 +373,30 @@ def test_503_with_retry_after_is_rate_limited_bare_503_is_retried(server: Fixtur
 
     a, b = run(go)
     assert a.status == "rate_limited" and health(a)["attempts"] == 1
-    assert eng.states["maint"].next_poll_ms == T0 + 30_000
+    assert eng.states["maint"].next_poll_ms == T0 + 900_000
     assert b.status == "http_error" and health(b)["attempts"] == 3
+
+
+@pytest.mark.http
+@pytest.mark.parametrize("path", ["/ratelimit/seconds/0", "/ratelimit/date/-3600", "/unavailable/0"])
+def test_retry_after_zero_or_past_does_not_make_continuous_mode_loop(server: FixtureServer, path: str) -> None:
+    from datetime import UTC, datetime
+
+    # a unique path per run: the server records requests per path
+    url = server.url(path + f"?run={time.monotonic_ns()}")
+    src = PollerSource([feed("zero", url)], pcfg(partitions=1, idle_wakeup_s=3600))
+    part = src.build_part("poll", "feeds-0", None)
+    try:
+        evs: list[PollEvent] = []
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # what Bytewax does in continuous mode, at full speed
+            evs += part.next_batch()
+        wake = part.next_awake()
+    finally:
+        part.close()
+    assert [e.status for e in evs] == ["rate_limited"]
+    assert len(server.requests_for(url.split(str(server.port), 1)[1])) == 1
+    assert wake is not None and (wake - datetime.now(UTC)).total_seconds() > 0.9 * 300
 
 
 @pytest.mark.http
@@ -550,6 +574,43 @@ def test_html_page_instead_of_feed(server: FixtureServer) -> None:
 
 
 @pytest.mark.http
+@pytest.mark.parametrize(("kind", "what"), [("html", "an HTML page"), ("404", "HTTP 404"), ("403", "HTTP 403")])
+def test_html_or_4xx_for_ever_flags_unhealthy_with_an_alert(server: FixtureServer, kind: str, what: str) -> None:
+    name = f"unhealthy-{kind}-{time.monotonic_ns()}"
+    if kind == "html":
+        server.set_feed(name, b"<!doctype html><html><body>Just a moment...</body></html>",
+                        content_type="text/html; charset=utf-8")
+    path = "/html403/error.html" if kind == "403" else f"/m/{name}"  # /m/<unknown> is a 404
+    clock = FakeClock()
+    n = PollPolicy().bad_responses_unhealthy
+    eng = PollEngine([feed("bad", server.url(path))], pcfg(), clock=clock)
+
+    async def go() -> tuple[list[PollEvent], PollEvent | None]:
+        try:
+            evs = []
+            for _ in range(n + 2):
+                evs.append(await eng.poll_feed(eng.feeds["bad"]))
+                eng.domains.clear()  # no domain backoff in between: every poll reaches the server
+                clock.advance(86_400_000)
+            if kind == "403":
+                return evs, None
+            server.set_feed(name, rss_feed("back", [("g1", "Back again")]))
+            return evs, await eng.poll_feed(eng.feeds["bad"])
+        finally:
+            await eng.aclose()
+
+    evs, recovered = run(go)
+    hs = [health(e) for e in evs]
+    assert all("unhealthy" not in h["flags"] and h["alert"] is None for h in hs[:n - 1])
+    assert "unhealthy" in hs[n - 1]["flags"]
+    assert hs[n - 1]["alert"] == f"unhealthy: {n} consecutive polls answered with {what}"
+    assert all("unhealthy" in h["flags"] and h["alert"] is None for h in hs[n:])  # alerted once
+    if recovered is not None:  # the feed is back: flag and streak cleared
+        assert recovered.status == "ok" and "unhealthy" not in health(recovered)["flags"]
+        assert eng.states["bad"].consecutive_bad_responses == 0
+
+
+@pytest.mark.http
 def test_parse_failures_flag_unhealthy_over_http(server: FixtureServer) -> None:
     clock = FakeClock()
     eng = PollEngine([feed("bad", server.url("/feeds/broken.xml"))], pcfg(), clock=clock)
@@ -596,6 +657,34 @@ def test_redirects_to_private_addresses_and_bad_schemes_are_refused(server: Fixt
     assert time.monotonic() - t < 1.0  # refused before any connection attempt
     h = health(ev)
     assert ev.status == "blocked" and why in (h["message"] or "") and raw(ev) is None
+
+
+@pytest.mark.http
+@pytest.mark.parametrize(("target", "why"), [
+    ("http://[fd00:ec2::254]/latest/meta-data/", "cloud metadata address"),
+    ("http://100.100.100.200/latest/meta-data/", "cloud metadata address"),
+    ("http://192.0.0.192/opc/v2/instance/", "cloud metadata address"),
+    ("http://[2002:a00:1::1]/feed.xml", "6to4 address wrapping a private address"),
+    ("http://[64:ff9b::a9fe:a9fe]/latest/", "NAT64 address wrapping a link-local address"),
+])
+def test_metadata_and_wrapped_private_targets_refused_even_with_allow_private(
+        server: FixtureServer, target: str, why: str) -> None:
+    from urllib.parse import quote
+
+    async def go(url: str) -> FetchOutcome:
+        f = HttpFetcher(fcfg(allow_private=True))
+        try:
+            return await f.fetch(url)
+        finally:
+            await f.aclose()
+
+    t = time.monotonic()
+    direct = run(lambda: go(target))
+    via_redirect = run(lambda: go(server.url("/goto/" + quote(target, safe=""))))
+    assert time.monotonic() - t < 1.0  # refused before any connection attempt
+    for o in (direct, via_redirect):
+        assert o.kind is FetchKind.BLOCKED and why in (o.error or ""), o
+    assert via_redirect.redirects[0].to_url == target
 
 
 @pytest.mark.http
@@ -915,6 +1004,31 @@ def test_large_bodies_go_to_blob_dir_or_are_reported_too_large(tmp_path: Path) -
     small = FetchOutcome(FetchKind.RESPONSE, f.url, status=200, headers={}, body=rss_feed("s", [("a", "A")]))
     r2 = raw(blobs.apply(f, blobs.states["big"], small, T0 + 1, "example.org"))
     assert r2 is not None and r2["body_b64"] and r2["body_ref"] is None
+
+
+def test_stored_bodies_expire_after_blob_ttl(tmp_path: Path) -> None:
+    f = feed("big", "https://big.example.org/rss")
+    clock = FakeClock()
+    cfg = pcfg(max_inline_body_bytes=1000, blob_dir=str(tmp_path / "blobs"), blob_ttl_s=86_400.0,
+               blob_sweep_s=3_600.0)
+    eng = PollEngine([f], cfg, clock=clock, fetcher=FakeFetcher())
+
+    def poll_body(tag: str, at_ms: int) -> Path:
+        body = rss_feed(tag, [(f"{tag}{i}", "x" * 200) for i in range(40)])
+        out = FetchOutcome(FetchKind.RESPONSE, f.url, status=200, headers={}, body=body)
+        r = raw(eng.apply(f, eng.states["big"], out, at_ms, "example.org"))
+        assert r is not None and r["body_ref"]
+        return Path(r["body_ref"][7:])
+
+    old = poll_body("old", T0)
+    kept = poll_body("kept", T0 + 2 * HOUR_MS)
+    leftover = old.parent / "x.tmp999"  # a temp file of a killed writer
+    leftover.write_bytes(b"partial")
+    os.utime(leftover, (T0 / 1000, T0 / 1000))
+    assert old.exists() and kept.exists()
+    poll_body("new", T0 + 25 * HOUR_MS)  # more than a day after "old": swept on this poll
+    assert not old.exists() and not leftover.exists() and kept.exists()
+    assert eng.expire_blobs(T0 + 45 * HOUR_MS) == 1 and not kept.exists()
 
 
 def test_continuous_partition_sleeps_until_the_next_due_feed() -> None:

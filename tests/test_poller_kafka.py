@@ -99,3 +99,55 @@ def test_poll_once_into_kafka_then_again_via_cli(kafka_bootstrap: str, tmp_path:
     assert {m.key() for m in raw2} == {b"__tick__"}  # nothing new: only the final ticks
     counters = {m.key().decode(): orjson.loads(m.value())["counters"] for m in health2}
     assert counters["wire"]["total_polls"] == 2 and counters["wire"]["not_modified_polls"] == 1
+
+
+def test_ctrl_c_on_newsflow_poll_stops_cleanly_and_saves_state(kafka_bootstrap: str, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from newsflow.cli.main import main as cli_main
+
+    suffix = uuid.uuid4().hex[:8]
+    topics = Topics(*(f"{n}.{suffix}" for n in ("feeds.raw", "articles", "digests", "feed-health",
+                                                "deadletter")))
+    ensure_topics([kafka_bootstrap], replace(Settings(), topics=topics))
+    cfg = tmp_path / "poller.toml"
+    cfg.write_text("[poller.topics]\n" + "".join(
+        f'{n} = "{getattr(topics, n)}"\n' for n in ("raw", "articles", "digests", "feed_health", "deadletter")))
+    state = tmp_path / "state"
+    with FixtureServer() as srv:
+        reg = tmp_path / "feeds.toml"
+        reg.write_text(f'[[feed]]\nid = "wire"\nurl = "{srv.url("/feeds/rss20.xml")}"\nname = "Wire"\n'
+                       'publisher = "Wire Co"\ntier = "T1"\ncategory = "world"\nlanguage = "en"\n')
+        cmd = [sys.executable, "-m", "newsflow.cli.main", "poll", "--registry", str(reg), "--brokers",
+               kafka_bootstrap, "--config", str(cfg), "--state-dir", str(state), "--allow-private",
+               "--snapshot-interval", "0.5", "--heartbeat", "30", "--no-create-topics"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            deadline = time.monotonic() + 60
+            while not srv.requests_for("/feeds/rss20.xml"):  # the first poll happened
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            time.sleep(2.0)  # a snapshot interval or more after the poll
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+            took = time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        text = (out + err).decode(errors="replace")
+        assert proc.returncode == 130, text
+        assert "state saved" in text, text
+        assert "panicked" not in text and "backtrace" not in text and "Traceback" not in text, text
+        assert took < 5, took
+        # the state was saved: a forced run sends a conditional GET from the recovered ETag
+        assert cli_main(["poll", "--registry", str(reg), "--brokers", kafka_bootstrap, "--config", str(cfg),
+                         "--state-dir", str(state), "--allow-private", "--once", "--force", "--quiet",
+                         "--no-create-topics"]) == 0
+        assert "If-None-Match" in srv.requests_for("/feeds/rss20.xml")[-1].headers

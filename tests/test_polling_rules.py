@@ -350,11 +350,29 @@ def test_429_without_retry_after_waits_the_doubled_interval() -> None:
 
 def test_503_with_retry_after_is_rate_limited_without_is_an_error() -> None:
     st = baseline()
-    v = poll(st, resp(503, headers={"retry-after": "30"}))
-    assert v.status == "rate_limited" and v.state.next_poll_ms == T0 + 30_000
+    v = poll(st, resp(503, headers={"retry-after": "900"}))
+    assert v.status == "rate_limited" and v.state.next_poll_ms == T0 + 900_000
     assert v.state.interval_s == st.interval_s * 2
     v2 = poll(st, resp(503))
     assert v2.status == "http_error" and v2.state.interval_s == st.interval_s
+
+
+@pytest.mark.parametrize("code", [429, 503])
+@pytest.mark.parametrize("ra", ["0", "30", "past"])
+def test_retry_after_below_the_minimum_interval_is_floored(code: int, ra: str) -> None:
+    st = baseline()
+    if ra == "past":
+        ra = email.utils.formatdate((T0 - 3_600_000) / 1000, usegmt=True)
+    v = poll(st, resp(code, headers={"retry-after": ra}))
+    assert v.status == "rate_limited"
+    assert v.state.next_poll_ms == T0 + int(POLICY.min_interval_s * 1000)
+    # a registry interval is a floor too
+    st2 = replace(st, registry_floor_s=1800.0)
+    assert poll(st2, resp(code, headers={"retry-after": ra})).state.next_poll_ms == T0 + 1_800_000
+    # and the domain pauses at least domain_rate_limit_default_s
+    d = prules.update_domain_backoff(DomainState("example.org"), rate_limited=True, retry_after_s=0.0,
+                                     server_trouble=False, success=False, now_ms=T0, policy=POLICY)
+    assert d.backoff_until_ms == T0 + int(POLICY.domain_rate_limit_default_s * 1000)
 
 
 def test_retry_after_is_capped() -> None:
@@ -669,6 +687,39 @@ def test_allow_private_never_allows_link_local_and_allowlist_is_explicit() -> No
     assert psafety.address_block_reason("169.254.169.254", allow_private=True) == "link-local address"
     assert psafety.address_block_reason("127.0.0.1", allowed_networks=["127.0.0.1/32"]) is None
     assert psafety.address_block_reason("127.0.0.2", allowed_networks=["127.0.0.1/32"]) == "loopback address"
+
+
+@pytest.mark.parametrize(("addr", "reason"), [
+    # cloud metadata endpoints that are not link-local (AWS IPv6, Alibaba, Oracle)
+    ("fd00:ec2::254", "cloud metadata address"),
+    ("100.100.100.200", "cloud metadata address"),
+    ("192.0.0.192", "cloud metadata address"),
+    # IPv6 transition addresses are judged by the IPv4 they wrap
+    ("2002:a00:1::1", "6to4 address wrapping a private address"),
+    ("2002:a9fe:a9fe::", "6to4 address wrapping a link-local address"),
+    ("64:ff9b::10.0.0.1", "NAT64 address wrapping a private address"),
+    ("64:ff9b::127.0.0.1", "NAT64 address wrapping a loopback address"),
+    ("64:ff9b:1::a00:1", "NAT64 address wrapping a private address"),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo address"),
+    # special-purpose ranges that are neither public nor an operator's private network
+    ("192.0.0.8", "non-public address"),
+    ("198.18.0.1", "non-public address"),
+    ("192.0.2.1", "non-public address"),
+    ("2001:db8::1", "non-public address"),
+    ("240.0.0.1", "reserved address"),
+])
+def test_metadata_wrappers_and_special_ranges_blocked_even_with_allow_private(addr: str, reason: str) -> None:
+    assert psafety.address_block_reason(addr) == reason
+    assert psafety.address_block_reason(addr, allow_private=True) == reason
+    assert psafety.address_block_reason(addr, allowed_networks=[addr]) is None  # explicit opt-in only
+
+
+def test_wrappers_of_public_ipv4_and_operator_networks() -> None:
+    assert psafety.address_block_reason("2002:5db8:d822::1") is None  # 6to4 of 93.184.216.34
+    assert psafety.address_block_reason("64:ff9b::93.184.216.34") is None
+    for a in ("10.0.0.1", "172.16.5.4", "192.168.0.1", "100.64.1.1", "fd12::1", "::ffff:192.168.0.1"):
+        assert psafety.address_block_reason(a) == "private address"
+        assert psafety.address_block_reason(a, allow_private=True) is None
 
 
 @pytest.mark.parametrize(("url", "ok"), [

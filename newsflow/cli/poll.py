@@ -150,9 +150,13 @@ def cmd_poll(args: argparse.Namespace) -> int:
             progress.finish()
         print("stopped; per-feed state saved at the last snapshot", file=sys.stderr)
         return 130
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if progress is not None:
             progress.finish()
+        from newsflow.flows.poller import PollerInterrupted
+
+        if isinstance(e, PollerInterrupted):
+            print("stopped; per-feed state saved", file=sys.stderr)
         return 130
     if progress is not None:
         progress.finish()

@@ -115,6 +115,10 @@ class PollerConfig:
     max_inline_body_bytes: int = 700_000
     #: where bodies over the inline limit are stored; None: they are reported ``too_large``
     blob_dir: str | None = None
+    #: a stored body expires this long after its last poll (poller clock; the flow must have read
+    #: its feeds.raw record by then); expired files are swept at most once per blob_sweep_s
+    blob_ttl_s: float = 7 * 86_400.0
+    blob_sweep_s: float = 3_600.0
     #: longest a partition runs the shared event loop inside one ``next_batch`` (s)
     loop_slice_s: float = 0.05
     #: longest an idle partition sleeps before re-checking its schedule (s)
@@ -290,6 +294,7 @@ class PollEngine:
         self.in_flight: set[str] = set()
         self._sem = semaphore
         self._domain_sems: dict[str, asyncio.Semaphore] = {}
+        self._last_blob_sweep_ms = -(2**62)
 
     # -- scheduling ------------------------------------------------------------------------
     def domain_of(self, feed_id: str) -> str:
@@ -354,7 +359,7 @@ class PollEngine:
         finally:
             self.in_flight.discard(fid)
 
-    def _store_blob(self, body: bytes) -> str:
+    def _store_blob(self, body: bytes, now_ms: int) -> str:
         assert self.config.blob_dir is not None
         h = bytes_id(body, 16)
         path = Path(self.config.blob_dir) / h[:2] / h
@@ -363,11 +368,32 @@ class PollEngine:
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_bytes(body)
             tmp.replace(path)
+        with contextlib.suppress(OSError):  # the mtime is the poll time: a re-served body stays
+            os.utime(path, (now_ms / 1000, now_ms / 1000))
         return path.resolve().as_uri()
+
+    def expire_blobs(self, now_ms: int) -> int:
+        """Delete stored bodies (and leftover temp files) not polled for ``blob_ttl_s``."""
+        if self.config.blob_dir is None:
+            return 0
+        self._last_blob_sweep_ms = now_ms
+        horizon = now_ms / 1000 - self.config.blob_ttl_s
+        removed = 0
+        for path in Path(self.config.blob_dir).glob("*/*"):
+            try:
+                if path.is_file() and not path.is_symlink() and path.stat().st_mtime < horizon:
+                    path.unlink()
+                    removed += 1
+            except OSError:  # another worker removed it first
+                continue
+        return removed
 
     def apply(self, feed: FeedSpec, state: FeedState, outcome: FetchOutcome, now_ms: int,
               domain: str) -> PollEvent:
         """Decide (pure rules), update state, build the records of one poll."""
+        if (self.config.blob_dir is not None
+                and now_ms - self._last_blob_sweep_ms >= self.config.blob_sweep_s * 1000):
+            self.expire_blobs(now_ms)
         body_ref: str | None = None
         body = outcome.body
         limit = self.config.max_inline_body_bytes
@@ -387,7 +413,7 @@ class PollEngine:
         if verdict.emit_body and outcome.body is not None:
             inline: bytes | None = outcome.body
             if len(outcome.body) > self.config.max_inline_body_bytes:
-                body_ref, inline = self._store_blob(outcome.body), None
+                body_ref, inline = self._store_blob(outcome.body, now_ms), None
             h = outcome.headers
             raw = RawPayload(
                 feed_id=feed.id,
@@ -464,6 +490,10 @@ class _WorkerLoop:
                 _worker_local.loop = None
 
 
+#: with a stop event, an idle source looks at it this often (ms): Ctrl-C ends the poller this fast
+STOP_CHECK_MS = 500
+
+
 class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
     def __init__(
         self,
@@ -476,8 +506,10 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
         force: bool,
         final_tick: bool,
         fetcher_factory: FetcherFactory | None,
+        stop: threading.Event | None = None,
     ) -> None:
         self._config = config
+        self._stop = stop
         self._clock = clock
         self._once = once
         self._force = force
@@ -499,6 +531,12 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
 
     def next_batch(self) -> list[PollEvent]:
         if self._done:
+            raise StopIteration
+        if self._stop is not None and self._stop.is_set():
+            # Ctrl-C / SIGTERM: end the source so Bytewax finishes the epoch and snapshots;
+            # polls still in flight are not in the snapshot and are repeated after a restart
+            self._cancel_tasks()
+            self._done = True
             raise StopIteration
         now = self._clock()
         if self._once:
@@ -533,6 +571,8 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
         nxt = self._engine.next_wakeup_ms()
         idle_ms = self._config.idle_wakeup_s * 1000
         delay_ms = idle_ms if nxt is None else min(max(0, nxt - self._clock()), idle_ms)
+        if self._stop is not None:
+            delay_ms = min(delay_ms, STOP_CHECK_MS)
         return datetime.now(UTC) + timedelta(milliseconds=delay_ms)
 
     def snapshot(self) -> dict[str, Any]:
@@ -542,13 +582,16 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
             "domains": {d: domain_to_dict(s) for d, s in self._engine.domains.items()},
         }
 
-    def close(self) -> None:
+    def _cancel_tasks(self) -> None:
         for t in self._tasks:
             t.cancel()
         if self._tasks:
             with contextlib.suppress(Exception):
                 self._wl.loop.run_until_complete(asyncio.wait(self._tasks, timeout=1.0))
         self._tasks.clear()
+
+    def close(self) -> None:
+        self._cancel_tasks()
         self._wl.release()
 
 
@@ -568,7 +611,9 @@ class PollerSource(FixedPartitionedSource[PollEvent, dict[str, Any]]):
         once: bool = False,
         force: bool = False,
         fetcher_factory: FetcherFactory | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
+        self.stop = stop
         self.feeds = list(feeds)
         self.config = config or PollerConfig()
         self.clock = clock
@@ -585,17 +630,21 @@ class PollerSource(FixedPartitionedSource[PollEvent, dict[str, Any]]):
         return _PollerPartition(mine, resume_state, self.config, clock=self.clock, once=self.once,
                                 force=self.force,
                                 final_tick=self.once and i == 0 and self.config.heartbeat_s > 0,
-                                fetcher_factory=self.fetcher_factory)
+                                fetcher_factory=self.fetcher_factory, stop=self.stop)
 
 
 class _HeartbeatPartition(StatefulSourcePartition[PollEvent, None]):
-    def __init__(self, interval_s: float, clock: Clock, topics: Topics) -> None:
+    def __init__(self, interval_s: float, clock: Clock, topics: Topics,
+                 stop: threading.Event | None = None) -> None:
         self._interval = interval_s
         self._clock = clock
         self._topics = topics
+        self._stop = stop
         self._next = time.monotonic()
 
     def next_batch(self) -> list[PollEvent]:
+        if self._stop is not None and self._stop.is_set():
+            raise StopIteration
         mono = time.monotonic()
         if mono < self._next:
             return []
@@ -603,7 +652,10 @@ class _HeartbeatPartition(StatefulSourcePartition[PollEvent, None]):
         return [tick_event(self._clock(), self._topics)]
 
     def next_awake(self) -> datetime | None:
-        return datetime.now(UTC) + timedelta(seconds=max(0.0, self._next - time.monotonic()))
+        delay = max(0.0, self._next - time.monotonic())
+        if self._stop is not None:
+            delay = min(delay, STOP_CHECK_MS / 1000)
+        return datetime.now(UTC) + timedelta(seconds=delay)
 
     def snapshot(self) -> None:
         return None
@@ -613,7 +665,8 @@ class HeartbeatSource(FixedPartitionedSource[PollEvent, None]):
     """One tick every ``interval_s`` (system time) stamped with the poller clock."""
 
     def __init__(self, interval_s: float, *, clock: Clock = system_clock_ms,
-                 topics: Topics | None = None) -> None:
+                 topics: Topics | None = None, stop: threading.Event | None = None) -> None:
+        self.stop = stop
         self.interval_s = interval_s
         self.clock = clock
         self.topics = topics or Topics()
@@ -622,7 +675,7 @@ class HeartbeatSource(FixedPartitionedSource[PollEvent, None]):
         return ["heartbeat"]
 
     def build_part(self, step_id: str, for_part: str, resume_state: Any) -> _HeartbeatPartition:
-        return _HeartbeatPartition(self.interval_s, self.clock, self.topics)
+        return _HeartbeatPartition(self.interval_s, self.clock, self.topics, self.stop)
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,7 +15,10 @@ See ``connectors/poller.py`` for the state-across-restarts design.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -60,13 +63,16 @@ def build_poller_flow(
     force: bool = False,
     progress: Callable[[PollEvent], None] | None = None,
     fetcher_factory: FetcherFactory | None = None,
+    stop: threading.Event | None = None,
 ) -> Dataflow:
+    """The poller dataflow; setting ``stop`` ends its sources, so the flow finishes cleanly."""
     flow = Dataflow(FLOW_ID)
     events = op.input(STEP_POLL, flow, PollerSource(feeds, config, clock=clock, once=once,
-                                                      force=force, fetcher_factory=fetcher_factory))
+                                                      force=force, fetcher_factory=fetcher_factory,
+                                                      stop=stop))
     if not once and config.heartbeat_s > 0:
         ticks = op.input(STEP_HEARTBEAT, flow, HeartbeatSource(config.heartbeat_s, clock=clock,
-                                                               topics=config.topics))
+                                                               topics=config.topics, stop=stop))
         events = op.merge(STEP_MERGE, events, ticks)
     if progress is not None:
         cb = progress
@@ -95,13 +101,18 @@ def run_poller_flow(
 
     With ``state_dir`` the per-feed state is recovered from and snapshotted to Bytewax recovery
     files there (created on first use); without it every run starts fresh.
+
+    SIGINT/SIGTERM (in the main thread) end the sources instead of interrupting Bytewax (which
+    prints a Rust panic and stops mid-epoch): the flow finishes its epoch, snapshots, and this
+    function raises :class:`PollerInterrupted` once the state is saved.
     """
     from bytewax.recovery import RecoveryConfig, init_db_dir
     from bytewax.run import cli_main
 
+    stop = threading.Event()
     flow = build_poller_flow(feeds, config, sink or KafkaRecordSink(brokers, producer_config),
                              clock=clock, once=once, force=force, progress=progress,
-                             fetcher_factory=fetcher_factory)
+                             fetcher_factory=fetcher_factory, stop=stop)
     recovery = None
     if state_dir is not None:
         d = Path(state_dir)
@@ -109,5 +120,34 @@ def run_poller_flow(
             d.mkdir(parents=True, exist_ok=True)
             init_db_dir(d, 1)
         recovery = RecoveryConfig(str(d))
-    cli_main(flow, workers_per_process=1, epoch_interval=timedelta(seconds=snapshot_s),
-             recovery_config=recovery)
+    with _stop_on_signals(stop):
+        cli_main(flow, workers_per_process=1, epoch_interval=timedelta(seconds=snapshot_s),
+                 recovery_config=recovery)
+    if stop.is_set():
+        raise PollerInterrupted
+
+
+class PollerInterrupted(KeyboardInterrupt):
+    """The poller was stopped by SIGINT/SIGTERM after finishing cleanly (state saved)."""
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {s: signal.getsignal(s) for s in sigs}
+
+    def handler(signum: int, _frame: object) -> None:
+        if stop.is_set():  # a second Ctrl-C: the user insists
+            raise KeyboardInterrupt
+        stop.set()
+
+    for s in sigs:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

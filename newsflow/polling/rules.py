@@ -154,6 +154,11 @@ def hint_floor_s(state: FeedState, policy: PollPolicy) -> float:
     return min(floor, policy.max_interval_s)
 
 
+def min_interval_floor_s(state: FeedState, policy: PollPolicy) -> float:
+    """The least time between two polls of one feed: the politeness floor or the registry interval."""
+    return min(max(policy.min_interval_s, state.registry_floor_s), policy.max_interval_s)
+
+
 def adapt_interval(state: FeedState, changed: bool | None, policy: PollPolicy) -> FeedState:
     """001 adaptive polling.
 
@@ -235,11 +240,12 @@ def mark_dead_on_gone(state: FeedState) -> FeedState:
 def apply_rate_limit(
     state: FeedState, retry_after_s: float | None, now_ms: int, policy: PollPolicy
 ) -> FeedState:
-    """429 / 503+Retry-After: retry when the server says (capped), and double the feed's
-    interval for the polls after that (000 Step 1, 001)."""
+    """429 / 503+Retry-After: retry when the server says (capped, and never sooner than the
+    feed's minimum interval: ``Retry-After: 0`` or a past date must not make a tight loop), and
+    double the feed's interval for the polls after that (000 Step 1, 001)."""
     interval = min(state.interval_s * 2, policy.max_interval_s)
     if retry_after_s is not None:
-        delay = min(retry_after_s, policy.max_retry_after_s)
+        delay = max(min(retry_after_s, policy.max_retry_after_s), min_interval_floor_s(state, policy))
     else:
         delay = jittered_delay_s(interval, state.feed_id, state.poll_no, policy.jitter_ratio)
     return evolve(state, interval_s=interval, next_poll_ms=now_ms + int(delay * 1000),
@@ -254,9 +260,18 @@ def track_parse_failures(state: FeedState, failed: bool, policy: PollPolicy) -> 
     if not failed:
         return evolve(state, consecutive_parse_failures=0, unhealthy=False), False
     n = state.consecutive_parse_failures + 1
-    unhealthy = n >= policy.parse_failures_unhealthy
+    unhealthy = state.unhealthy or n >= policy.parse_failures_unhealthy  # only a success clears it
     return (evolve(state, consecutive_parse_failures=n, unhealthy=unhealthy),
             unhealthy and not state.unhealthy)
+
+
+def track_bad_responses(state: FeedState, policy: PollPolicy) -> tuple[FeedState, bool]:
+    """One more poll answered with an HTML page or a 4xx; ``bad_responses_unhealthy`` in a row
+    flag the feed unhealthy. Returns ``(state, became_unhealthy)``."""
+    n = state.consecutive_bad_responses + 1
+    if n >= policy.bad_responses_unhealthy and not state.unhealthy:
+        return evolve(state, consecutive_bad_responses=n, unhealthy=True), True
+    return evolve(state, consecutive_bad_responses=n), False
 
 
 def handle_timeout(state: FeedState, now_ms: int, policy: PollPolicy) -> tuple[FeedState, bool]:
@@ -360,9 +375,8 @@ def update_domain_backoff(
       5xx, challenge pages) pause it for base x 2^(n - threshold), capped;
     - a successful poll resets the failure streak. Client-side errors (404, parse) are neutral.
     """
-    if rate_limited:
-        delay = min(retry_after_s if retry_after_s is not None else policy.domain_rate_limit_default_s,
-                    policy.max_retry_after_s)
+    if rate_limited:  # a Retry-After of 0 or in the past still pauses the domain a little
+        delay = min(max(retry_after_s or 0.0, policy.domain_rate_limit_default_s), policy.max_retry_after_s)
         until = max(dstate.backoff_until_ms, now_ms + int(delay * 1000))
         return replace(dstate, backoff_until_ms=until,
                        consecutive_failures=dstate.consecutive_failures + 1,
@@ -517,9 +531,14 @@ def decide_poll(
         st = evolve(st, http_hint_s=http_cache_hint_s(headers, now_ms))
 
     # --- outcome bookkeeping shared by all branches -------------------------------------
+    if status == "html_instead_of_feed" or (status == "http_error" and code is not None and 400 <= code < 500):
+        st, became_unhealthy = track_bad_responses(st, p)
+        if became_unhealthy:
+            alerts.append(f"unhealthy: {st.consecutive_bad_responses} consecutive polls answered with "
+                          f"{'an HTML page' if status == 'html_instead_of_feed' else f'HTTP {code}'}")
     if success:
         st = evolve(st, ok_polls=st.ok_polls + 1, last_success_ms=now_ms, consecutive_errors=0,
-                     consecutive_timeouts=0, slow=False)
+                     consecutive_timeouts=0, slow=False, consecutive_bad_responses=0, unhealthy=False)
         if status == "not_modified":
             new_items = 0 if st.has_baseline else None
         st = update_publication_rhythm(st, new_items, now_ms, p)

@@ -110,6 +110,9 @@ class PollPolicy:
     redirect_adopt_after: int = 3
     #: 001: "if persistent (3+ failures), flag feed as unhealthy"
     parse_failures_unhealthy: int = 3
+    #: this many polls in a row answered with an HTML page or a 4xx (not 410/429) flag the feed
+    #: unhealthy, with an alert (a successful poll clears the streak)
+    bad_responses_unhealthy: int = 5
     #: 001: "Timeout -- retry once after 60 seconds; mark as slow if persistent"
     timeout_retry_s: float = 60.0
     #: consecutive timeouts after which the feed is flagged slow
@@ -176,6 +179,7 @@ class FeedState:
     consecutive_errors: int = 0
     consecutive_parse_failures: int = 0
     consecutive_timeouts: int = 0
+    consecutive_bad_responses: int = 0  # HTML instead of a feed, or 4xx (not 410/429)
     redirect_target: str | None = None
     redirect_count: int = 0
     # flags
