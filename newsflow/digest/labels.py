@@ -120,6 +120,55 @@ def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
+    """The story's most frequent named entity found in its *titles* (000 Step 5 "[Entity]"):
+    phrases of each title (a sentence-initial word when the body confirms it; for Title Case
+    headlines, the body's entities the title contains), each title counting once; with 2+
+    articles it must be in at least 2 titles. Ties: the longer phrase, then alphabetical."""
+    c: Counter[str] = Counter()
+    case: dict[str, Counter[str]] = {}
+    for r in members:
+        title = r.get("title") or ""
+        tl = f" {' '.join(words(title))} "
+        found: dict[str, str] = {}
+        for e, w in _entities_of(r).items():
+            k = e.lower()
+            if w == 2 or f" {' '.join(words(e))} " in tl:
+                found.setdefault(k, e)
+        for k, e in found.items():
+            c[k] += 1
+            case.setdefault(k, Counter())[e] += 1
+    need = 2 if len(members) >= 2 else 1
+    for k, n in sorted(c.items(), key=lambda kv: (-kv[1], -len(kv[0].split()), kv[0])):
+        if n >= need:
+            return sorted(case[k].items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    return None
+
+
+_TITLE_TAIL = re.compile(r"\s+[-–—|]\s+[^-–—|]{2,40}$")
+_CLAUSE = re.compile(r"(?:\s*[:;|]\s+|\s+[-–—]\s+|,\s+)")
+
+
+def short_headline(title: str, max_words: int = 10) -> str:
+    """A short form of a headline for a label: the publisher suffix (" - BBC News") dropped;
+    when longer than ``max_words``, its first clause (up to ":", " - ", ";", ",") if that has
+    3+ words, else the first ``max_words`` words and "…" (a visible cut, never a silent one)."""
+    t = " ".join((title or "").split())
+    if len(t.split()) > 4:
+        t = _TITLE_TAIL.sub("", t)
+    toks = t.split()
+    if len(toks) <= max_words:
+        return t
+    for m in _CLAUSE.finditer(t):
+        head = t[: m.start()]
+        n = len(head.split())
+        if 3 <= n <= max_words:
+            return head
+        if n > max_words:
+            break
+    return " ".join(toks[:max_words]).rstrip(",;:") + " …"
+
+
 _WORD_CASED = re.compile(r"[^\W_]+", re.UNICODE)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])[\"”’)]*\s+(?=[\"“‘(]?[A-Z0-9])")
 
