@@ -103,8 +103,8 @@ def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], 
         item = kv[1]
         if isinstance(item, Tick):  # every story shard aligns on the ticks of every dedup shard
             return [(k, item) for k in keys]
-        if isinstance(item, HealthReport):
-            return [(keys[0], item)]
+        if isinstance(item, HealthReport):  # reliability scores in every shard; one reports it
+            return [(k, item if k == keys[0] else replace(item, report=False)) for k in keys]
         return [(story_key(item.article, settings), item)]
 
     return route
@@ -245,7 +245,8 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 h = x.record
                 if h.get("reliability") is not None:
                     self.reliability[h["feed_id"]] = h["reliability"]
-                out.append(x)
+                if x.report:
+                    out.append(x)
                 continue
             recs.append((self._story(x, next(feats)), story_key(x.article, self.s)))
         if recs:
