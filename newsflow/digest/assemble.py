@@ -27,7 +27,13 @@ from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.health import FeedHealthAccumulator, summarize_feed_health
-from newsflow.digest.labels import _WORD_CASED, extractive_summary, short_headline, title_entity
+from newsflow.digest.labels import (
+    _WORD_CASED,
+    extractive_summary,
+    short_headline,
+    title_entities,
+    title_entity,
+)
 from newsflow.digest.schedule import (
     ALSO_MENTIONED,
     MORNING,
@@ -498,7 +504,9 @@ def _label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | No
     titles = [{"title": r.get("title") or ""} for r in members]
     t_stem_of, t_surface, t_first = _stem_surface(titles, body_words=0)
     ent = title_entity(members)
-    ent_stems = {a[0] for w in words(ent or "") if (a := _analyze_word(w)) is not None}
+    # names are entities, not terms: no word of any title entity is a term
+    names = " ".join(e for r in members for e in title_entities(r).values())
+    ent_stems = {a[0] for w in words(f"{ent or ''} {names}") if (a := _analyze_word(w)) is not None}
     picked: list[str] = []
     for h in c.term_hashes:
         st = t_stem_of.get(h)

@@ -19,7 +19,8 @@ _GENERIC_TEXT = (
     "breaking update updated exclusive watch video live report reports analysis opinion "
     "review photos photo pictures new news today monday tuesday wednesday thursday friday "
     "saturday sunday january february march april may june july august september october "
-    "november december mr mrs ms dr it this that these those here there what why how when "
+    "november december jan feb mar apr jun jul aug sep sept oct nov dec "
+    "mr mrs ms dr it this that these those here there what why how when "
     "where who first last"
 )
 _GENERIC_CAPS = frozenset(_GENERIC_TEXT.split())
@@ -47,7 +48,8 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
                 out.append(" ".join(run))
             run.clear()
 
-    for tok in _CAP_TOKEN.findall(text):
+    toks = _CAP_TOKEN.findall(text)
+    for i, tok in enumerate(toks):
         if tok in '.!?:;|—–-"“”()[]':
             close()
             initial = tok in ".!?:;|"
@@ -57,12 +59,16 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
             continue
         w = re.sub(r"['’]s$", "", tok).strip(".-'’")
         low = w.lower()
+        nxt = toks[i + 1] if i + 1 < len(toks) else ""
         if (
             w
             and w[0].isupper()
-            and low not in STOP_WORDS
-            and low not in _GENERIC_CAPS
             and (len(w) > 1)
+            and (
+                (low not in STOP_WORDS and low not in _GENERIC_CAPS)
+                # "New York", "New Zealand": a place name, not the generic "new"
+                or (low == "new" and nxt[:1].isupper() and nxt.lower() not in _GENERIC_CAPS)
+            )
         ):
             if not run:
                 run_initial = initial
@@ -120,26 +126,38 @@ def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def title_entities(r: Mapping[str, Any]) -> dict[str, str]:
+    """lowercase -> surface of the named entities of one article's title (see
+    :func:`title_entity`)."""
+    title = r.get("title") or ""
+    tl = f" {' '.join(words(title))} "
+    found: dict[str, str] = {}
+    for e, w in _entities_of(r).items():
+        if w == 2 or f" {' '.join(words(e))} " in tl:
+            found.setdefault(e.lower(), e)
+    return found
+
+
 def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
     """The story's most frequent named entity found in its *titles* (000 Step 5 "[Entity]"):
     phrases of each title (a sentence-initial word when the body confirms it; for Title Case
     headlines, the body's entities the title contains), each title counting once; with 2+
-    articles it must be in at least 2 titles. Ties: the longer phrase, then alphabetical."""
+    articles it must be in at least 2 titles. Ties: the earlier in the lead's title, the longer
+    phrase, then alphabetical."""
     c: Counter[str] = Counter()
     case: dict[str, Counter[str]] = {}
     for r in members:
-        title = r.get("title") or ""
-        tl = f" {' '.join(words(title))} "
-        found: dict[str, str] = {}
-        for e, w in _entities_of(r).items():
-            k = e.lower()
-            if w == 2 or f" {' '.join(words(e))} " in tl:
-                found.setdefault(k, e)
-        for k, e in found.items():
+        for k, e in title_entities(r).items():
             c[k] += 1
             case.setdefault(k, Counter())[e] += 1
     need = 2 if len(members) >= 2 else 1
-    for k, n in sorted(c.items(), key=lambda kv: (-kv[1], -len(kv[0].split()), kv[0])):
+    lead = (members[0].get("title") or "").lower() if members else ""
+
+    def pos(k: str) -> int:  # the headline's subject comes first: "Ukraine ... in Geneva"
+        i = lead.find(k)
+        return i if i >= 0 else len(lead) + 1
+
+    for k, n in sorted(c.items(), key=lambda kv: (-kv[1], pos(kv[0]), -len(kv[0].split()), kv[0])):
         if n >= need:
             return sorted(case[k].items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
     return None
