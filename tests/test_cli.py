@@ -31,6 +31,18 @@ def test_normalize_prints_one_json_line_per_article_or_deadletter(tmp_path: Path
     assert recs[0]["canonical_url"] == "https://ex.com/a/1" and recs[1]["reason"] == "no_title_no_body"
 
 
+def test_normalize_without_fetched_at_uses_the_files_mtime(tmp_path: Path, capsysbinary) -> None:
+    import os
+
+    f = tmp_path / "feed.xml"
+    f.write_bytes(FEED)  # item "One" has no date: its published_at is the fetch time
+    os.utime(f, (1_770_000_000, 1_770_000_000))  # 2026-02-02T02:40:00Z
+    assert main(["normalize", str(f), "--base-url", "https://ex.com/feed"]) == 0
+    rec = orjson.loads(capsysbinary.readouterr().out.splitlines()[0])
+    assert rec["fetched_at"] == rec["published_at"] == "2026-02-02T02:40:00Z"
+    assert rec["date_uncertain"] is True
+
+
 @pytest.mark.corpus
 def test_import_uci_renders_rows_as_rss_with_row_id_guids(shared_dir: Path, tmp_path: Path) -> None:
     uci = shared_dir / "data" / "uci-news" / "uci_news_2014-03_05.daily_shuffled.jsonl.gz"

@@ -75,8 +75,10 @@ def test_state_expires_on_event_time_only() -> None:
     s.advance(T0 + 71 * HOUR_MS)
     assert len(s) == 1
     s.advance(T0 + 80 * HOUR_MS)
+    assert len(s) == 1  # the story layer may still hold it (publication time + 72 h + 12 h)
+    s.advance(T0 + 88 * HOUR_MS)
     assert len(s) == 0 and not s.by_url
-    assert s.process(art("f1", "g1", "https://a.com/1", t=T0 + 81 * HOUR_MS)).disposition == "unique"
+    assert s.process(art("f1", "g1", "https://a.com/1", t=T0 + 89 * HOUR_MS)).disposition == "unique"
 
 
 def test_resighting_keeps_state_alive() -> None:
@@ -107,3 +109,40 @@ def test_edited_syndicated_copy_is_a_duplicate_not_a_revision() -> None:
     # the original publisher's own update is still a revision
     assert s.process(art("wire", "g1", "https://wire.com/1", title="Quake 7.3", body="magnitude 7.3",
                          publisher="Wire")).disposition == "revision"
+
+
+def _refetch(a: Article, fetched_ms: int) -> Article:
+    return replace(a, fetched_ms=fetched_ms, fetched_at=ms_to_iso(fetched_ms))
+
+
+def test_unchanged_item_reserved_72_to_84h_later_is_not_a_new_article() -> None:
+    """Issue 9 bug 5: dedup forgot the item on fetch time while the story layer (publication
+    time, 72 h + a 12 h slab) still knew it, so the re-served copy became a fake revision with
+    the original's key. Dedup now keeps it until the story layer has let it go."""
+    from newsflow.dedup.stories import StoryAssigner, featurize_batch
+
+    s = DedupShard(72 * HOUR_MS)
+    stories = StoryAssigner()
+    orig = art("f1", "g1", "https://a.com/1", title="Quake hits northern Chile coast", t=T0)
+    assert s.process(orig).disposition == "unique"
+    stories.assign(featurize_batch([orig])[0])
+    later = T0 + 78 * HOUR_MS
+    # the feed moved on: other items kept the clocks going
+    for i in range(1, 79):
+        other = art("f1", f"o{i}", f"https://a.com/o{i}", title=f"Unrelated item number {i}", t=T0 + i * HOUR_MS)
+        s.process(other)
+        s.advance(T0 + i * HOUR_MS)
+        stories.assign(featurize_batch([other])[0])
+    info = s.process(_refetch(orig, later))
+    # before the fix: 'unique' here, and the story layer then called it a revision of itself
+    assert info is None  # an unchanged re-poll of a known item: counted, not emitted
+    assert s.counters["repoll_unchanged"] == 1
+
+
+def test_dedup_state_still_expires_after_the_story_horizon() -> None:
+    s = DedupShard(72 * HOUR_MS)
+    a = art("f1", "g1", "https://a.com/1", t=T0)
+    s.process(a)
+    s.advance(T0 + 90 * HOUR_MS)
+    assert len(s) == 0 and s.by_url == {}
+    assert s.process(_refetch(a, T0 + 90 * HOUR_MS)).disposition == "unique"

@@ -536,3 +536,100 @@ def test_duplicate_copies_from_other_publishers_count_as_related_coverage():
     base = items(assemble_digest(standard_records(), WIN), TOP_STORIES)
     assert top[0]["related_count"] == base[0]["related_count"] + 2
     assert set(top[0]["related_sources"]) >= {PUBS[1][0], PUBS[2][0]}
+
+
+# ---- issue 9: digests a reader can trust -------------------------------------------------
+
+
+def _all_items(d: dict) -> list[dict]:
+    return [it for s in d["sections"] for it in s["items"]]
+
+
+def test_digest_links_have_no_tracking_parameters():
+    recs = standard_records()
+    for r in recs:
+        r["url"] += "?utm_source=rss&utm_medium=feed&fbclid=abc&id=7"
+    d = assemble_digest(recs, WIN)
+    urls = [it["lead"]["url"] for it in _all_items(d)] + [x["url"] for it in _all_items(d) for x in it["related"]]
+    assert urls and all(u.endswith("?id=7") and "utm_" not in u and "fbclid" not in u for u in urls)
+
+
+def test_preferred_url_duplicate_is_what_the_digest_shows():
+    recs = standard_records()
+    root = recs[0]
+    longer = rec("apple", 0, 0, pub=0, variant="full", disposition="exact_duplicate",
+                 duplicate_of=root["article_id"], preferred=True, word_count=900,
+                 url=True)
+    longer["title"] = "Apple unveils iPhone with faster chip, full story"
+    longer["url"] = "https://reuters.example/apple/0-full"
+    d = assemble_digest([*recs, longer], WIN)
+    shown = [it["lead"] for it in _all_items(d)] + [x for it in _all_items(d) for x in it["related"]]
+    mine = [x for x in shown if x["article_id"] == root["article_id"]]
+    assert mine and mine[0]["title"] == longer["title"] and mine[0]["url"] == longer["url"]
+
+
+def test_sizes_and_related_counts_are_distinct_articles_from_distinct_publishers():
+    base = standard_records()
+    copies = [rec("apple", 97, 0, pub=1, disposition="exact_duplicate"),
+              rec("apple", 96, 0, pub=2, disposition="near_duplicate")]
+    # a later version of the same syndicated copy: the same article, not one more
+    again = dict(copies[0], key=copies[0]["key"] + "#r1", revision_no=1)
+    d = assemble_digest([*base, *copies, again], WIN)
+    top = items(d, TOP_STORIES)[0]
+    plain = items(assemble_digest(base, WIN), TOP_STORIES)[0]
+    assert top["related_count"] == plain["related_count"] + 2
+    assert top["size"] == top["related_count"] + 1  # trend size and "N more" agree
+    assert len(top["related_sources"]) == len(set(top["related_sources"]))
+    idx = next(t for t in d["topic_index"] if t["key"] == top["topic_key"])
+    assert idx["size"] == top["size"]
+
+
+def test_scores_follow_the_story_as_of_the_window_end():
+    # an article scored alone when first seen; 3 more publishers of 3 more tiers join its
+    # story later in the window: the digest scores it with corroboration 100 (+10 tiers capped)
+    first = rec("ebola", 0, 0, pub=0, story="s-ebola")
+    first["importance_components"] = {"authority": 95.0, "recency": 100.0, "corroboration": 25.0,
+                                      "relevance": 50.0, "depth": 20.0}
+    first["importance"] = 0.25 * 95 + 0.2 * 100 + 0.2 * 25 + 0.2 * 50 + 0.15 * 20
+    joiners = [rec("ebola", i, 0, pub=i, story="s-ebola", hours=2, disposition="exact_duplicate")
+               for i in (1, 2, 3)]
+    d = assemble_digest([first, *joiners], WIN)
+    [it] = _all_items(d)
+    assert it["score"] == round(0.25 * 95 + 0.2 * 100 + 0.2 * 100 + 0.2 * 50 + 0.15 * 20, 2)
+    # as of an earlier end (before the joiners) it keeps its first score
+    early = DigestWindow("rolling", START, START + int(1.5 * HOUR_MS))
+    [it0] = _all_items(assemble_digest([first, *joiners], early))
+    assert it0["score"] == round(first["importance"], 2)
+
+
+def test_reliability_as_of_the_window_end_scales_authority():
+    from newsflow.digest.coverage import StoryCoverage
+
+    r = rec("ebola", 0, 0, pub=0, story="s-ebola")
+    r["importance_components"] = {"authority": 95.0, "recency": 100.0, "corroboration": 25.0,
+                                  "relevance": 50.0, "depth": 20.0}
+    cov = StoryCoverage().extend([r])
+    cov.add_health({"feed_id": r["feed_id"], "reliability": 0.5, "at": ms_to_iso(START)})
+    [it] = _all_items(assemble_digest([r], WIN, coverage=cov))
+    assert it["score"] == round(0.25 * 47.5 + 0.2 * 100 + 0.2 * 25 + 0.2 * 50 + 0.15 * 20, 2)
+
+
+def test_labels_are_entity_and_headline_words_or_a_short_headline():
+    d = assemble_digest(standard_records(), WIN)
+    top = items(d, TOP_STORIES)[0]
+    entity, terms = top["label"].split(": ")
+    assert entity == "Apple"
+    # surface words of the headlines ("unveils", not the stem "unveil"), in headline order
+    title_words = TOPICS["apple"][0].split()
+    assert all(t in title_words for t in terms.split())
+    assert [title_words.index(t) for t in terms.split()] == sorted(title_words.index(t) for t in terms.split())
+    # no entity in 2+ titles: a short form of the lead headline, never cut mid-phrase silently
+    from newsflow.digest.labels import short_headline
+
+    assert short_headline("Why are we waiting? Ardern v Bridges - pressure on to lift lockdown early, Peters "
+                          "enters fray") == "Why are we waiting? Ardern v Bridges"
+    assert short_headline("Face off: Trump tours mask factory - BBC News") == "Face off: Trump tours mask factory"
+
+
+def test_new_york_is_one_entity():
+    assert "New York City" in capitalized_phrases("Children in New York City fall ill")

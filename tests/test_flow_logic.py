@@ -141,6 +141,28 @@ def test_route_to_stories_broadcasts_ticks_and_keys_articles_by_category() -> No
     assert k == story_key(a, Settings(story_shards=4)) and v is items[0][1]
 
 
+def test_feed_reliability_reaches_articles_in_every_story_shard() -> None:
+    """Issue 9 bug 1: health records went to story shard st00 only, so a feed's reliability
+    scored articles of that shard alone. Now every shard gets it; one reports it onward."""
+    settings = Settings(dedup_shards=1, story_shards=4)
+    (t, a), *_ = demo_articles(1)
+    health = HealthReport("0000:000000000000:~", {"feed_id": a.feed_id, "reliability": 0.5, "at": "x"})
+    routed = route_to_stories(settings)(("dd000", health))
+    assert sorted(k for k, _ in routed) == ["st00", "st01", "st02", "st03"]
+    assert [k for k, v in routed if v.report] == ["st00"]
+    dedup = DedupLogic(settings, None, False)
+    art = Deduped("0000:000000000001:00000", a, dedup.shard.process(a))
+    for k, h in routed:
+        logic = StoriesLogic(settings, None, False)
+        logic.on_item(h)
+        logic.on_item(art)
+        out, _ = logic.on_item(Tick("0000:999999999999:~", t))
+        [rec] = [m.record for m in out if isinstance(m, ScoredArticle)]
+        full = {"T1": 95.0, "T2": 80.0, "T3": 65.0, "T4": 50.0, "T5": 30.0}.get(a.tier, 50.0)
+        assert rec["importance_components"]["authority"] == full * 0.5, k
+        assert any(isinstance(m, HealthReport) for m in out) == (k == "st00")
+
+
 def test_digests_logic_closes_windows_on_the_minimum_shard_watermark() -> None:
     arts = demo_articles()
     items, wm = _deduped(arts)

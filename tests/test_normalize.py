@@ -201,3 +201,40 @@ def test_article_id_stable_and_content_hash_tracks_content() -> None:
 def test_publisher_from_registry_then_feed_title() -> None:
     assert one(rss("<item><title>t</title><link>https://ex.com/1</link></item>"), publisher="Registry Name").publisher == "Registry Name"
     assert one(rss("<item><title>t</title><link>https://ex.com/1</link></item>")).publisher == "Feed & Co"
+
+
+# ---- issue 9 bugs ----------------------------------------------------------------------
+
+
+def test_bare_ampersand_repaired_even_when_feedparser_recovers_items() -> None:
+    # broken XML (bare '&') from which feedparser's loose parser still recovers the items: the
+    # text must read "AT&T", never the "AT&T;" of an entity-looking guess
+    body = rss("<item><title>AT&T and R&D news</title><link>https://ex.com/1</link>"
+               "<description>AT&T spends on R&D & more</description></item>")
+    a = one(body)
+    assert a.title == "AT&T and R&D news"
+    assert "AT&T spends on R&D & more" in a.body_text and "&T;" not in a.body_text
+
+
+def test_http_error_envelopes_are_not_ingested_as_articles() -> None:
+    feed = rss("<item><title>Not found page pretending</title><link>https://ex.com/1</link></item>")
+    for status in (404, 410, 500):
+        res = normalize_payload(RawPayload("f1", "https://ex.com/feed.xml", FETCH, status, feed))
+        assert res.articles == [] and res.status == "http_error"
+        assert [(d.stage, d.reason) for d in res.deadletters] == [("fetch", "http_error")]
+    res = normalize_payload(RawPayload("f1", "https://ex.com/feed.xml", FETCH, 503, None))
+    assert res.articles == [] and res.status == "http_error"
+
+
+def test_atom_dc_date_takes_priority_over_published() -> None:
+    atom = (b'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom" '
+            b'xmlns:dc="http://purl.org/dc/elements/1.1/"><title>A</title><entry><title>t</title>'
+            b'<link href="https://ex.com/1"/><id>urn:x:1</id><published>2026-03-01T09:00:00Z</published>'
+            b"<dc:date>2026-03-01T11:30:00Z</dc:date><updated>2026-03-02T09:00:00Z</updated></entry></feed>")
+    a = one(atom)
+    assert a.published_at == "2026-03-01T11:30:00Z" and a.date_source == "dc:date"
+
+
+def test_email_only_author_is_kept_not_replaced_by_managing_editor() -> None:
+    a = one(rss("<item><title>t</title><link>https://ex.com/1</link><author>jane@ex.com</author></item>"))
+    assert a.author == "jane@ex.com"

@@ -177,3 +177,28 @@ def test_cli_render(tmp_path, capsys):
     assert digest_cli(["digest", "render", str(f), "--format", "html", "--out", str(out)]) == 0
     assert "<title>Evening Recap" in out.read_text()
     assert digest_cli(["digest", "render", str(f), "--digest-id", "nope"]) == 2
+
+
+def test_counts_are_pluralised_and_an_empty_also_mentioned_is_not_printed() -> None:
+    d = assemble_digest([rec("apple", 0, 80)], WIN)
+    d["feed_health"].update({"feeds_polled": 1, "successful": 1, "errors": 1, "new_articles": 1,
+                             "duplicates_removed": 1})
+    md, html = to_markdown(d), to_html(d)
+    for text in (md, html):
+        assert "1 articles" not in text and "1 errors" not in text and "1 feeds" not in text
+        assert "1 duplicates" not in text and "1 new articles" not in text
+        assert "Also Mentioned" not in text  # no items: no section
+    assert "1 article ·" in md and "1 error" in md
+    assert "Noteworthy" in md  # the main sections say "Nothing in this section." when empty
+
+
+def test_emerging_topic_names_are_labels_not_cut_titles() -> None:
+    prev = assemble_digest([], DigestWindow("morning_brief", START - 24 * HOUR_MS, START))
+    recs = [rec("ebola", i, 75, story="ebola-s", pub=i) for i in range(3)]
+    d = assemble_digest(recs, WIN, previous=digest_memory(prev))
+    [name] = d["feed_health"]["emerging_topics"]
+    assert name == _all_labels(d)[0] and not name.endswith(("in", "health", "…"))
+
+
+def _all_labels(d: dict) -> list[str]:
+    return [it["label"] for s in d["sections"] for it in s["items"]]

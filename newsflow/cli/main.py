@@ -137,10 +137,12 @@ def cmd_normalize(args: argparse.Namespace) -> int:
     from newsflow.model.records import DedupInfo, RawPayload, Sighting
     from newsflow.wire.codec import article_record, deadletter_to_dict
 
-    fetched = iso_to_ms(args.fetched_at) if args.fetched_at else 0
     out = sys.stdout.buffer
     for i, name in enumerate(args.files):
         body = Path(name).read_bytes()
+        # the fetch time is the clock of every date rule (undated items, future-date gate): the
+        # file's modification time (when it was saved) unless given
+        fetched = iso_to_ms(args.fetched_at) if args.fetched_at else int(Path(name).stat().st_mtime * 1000)
         p = RawPayload(feed_id=Path(name).stem, url=args.base_url or Path(name).resolve().as_uri(),
                        fetched_at_ms=fetched, status=200, body=body)
         res = normalize_payload(p)
@@ -202,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     n = sub.add_parser("normalize", help="parse raw feed files, print one JSON line per article or dead letter")
     n.add_argument("files", nargs="+")
     n.add_argument("--base-url", help="URL the feed was fetched from (resolves relative links)")
-    n.add_argument("--fetched-at", help="fetch time, ISO 8601 (default: epoch 0)")
+    n.add_argument("--fetched-at", help="fetch time, ISO 8601 (default: each file's modification time)")
     n.set_defaults(func=cmd_normalize)
     u = sub.add_parser("import-uci", help="render UCI News Aggregator rows into raw feed payloads")
     u.add_argument("file")

@@ -12,6 +12,12 @@ syndicated copy with edits) -> ``exact_duplicate`` listing what differs, so a sy
 overwrite the original. Layer 2 (canonical URL): same URL, other GUID ->
 ``exact_duplicate``; the copy with more content becomes the stored (``preferred``) version.
 Every decision links the copy into ``seen_in`` (feeds/publishers it was seen in), never hides it.
+
+Expiry: an entry lives ``window_ms`` after its last sighting (fetch time) *and* until
+``window_ms + story_margin_ms`` after its publication time. The story layers downstream keep an
+article on the publication-time clock for up to 72 h + one 12 h slab; if dedup forgot it first,
+an unchanged item re-served 72–84 h later came back as "unique" with the original's key and the
+story layer turned it into a fake ``revision`` that overwrote the original record.
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ class GuidEntry:
     last_ms: int
     #: other publishers' copies of this GUID: publisher -> (their last content hash, version no)
     copies: dict[str, tuple[str, int]] = field(default_factory=dict)
+    published_ms: int = 0
 
 
 def changed_fields(old: GuidEntry, a: Article) -> tuple[str, ...]:
@@ -110,6 +117,8 @@ class DedupShard:
 
     window_ms: int
     emit_repolls: bool = False
+    #: kept this much longer than ``window_ms`` after publication (the story state's 12 h slab)
+    story_margin_ms: int = 12 * 3_600_000
     by_guid: dict[str, GuidEntry] = field(default_factory=dict)
     by_url: dict[str, Cluster] = field(default_factory=dict)
     watermark: int = 0
@@ -125,7 +134,7 @@ class DedupShard:
             title=a.title, body_hash=stable_id(a.body_text), url=a.canonical_url,
             published_at=a.published_at, author=a.author, categories=a.categories,
             media=tuple(m.url for m in a.media), feeds={a.feed_id}, cluster=cluster,
-            revision_no=0, last_ms=a.fetched_ms,
+            revision_no=0, last_ms=a.fetched_ms, published_ms=a.published_ms,
         )
 
     def process(self, a: Article) -> DedupInfo | None:
@@ -173,6 +182,7 @@ class DedupShard:
             g.known_hashes = (a.content_hash, *g.known_hashes)[:KNOWN_HASHES]
             g.title, g.body_hash, g.url = a.title, stable_id(a.body_text), a.canonical_url
             g.published_at, g.author, g.categories = a.published_at, a.author, a.categories
+            g.published_ms = max(g.published_ms, a.published_ms)
             g.media = tuple(m.url for m in a.media)
             g.feeds.add(a.feed_id)
             if a.canonical_url and a.canonical_url not in self.by_url:
@@ -214,7 +224,8 @@ class DedupShard:
         """Event time moved on: expire state not seen for ``window_ms``.
 
         Sweeps run when the watermark has moved by 1/24 of the window since the last one, so an
-        entry lives between ``window_ms`` and ``window_ms * 25/24`` after its last sighting.
+        entry lives between ``window_ms`` and ``window_ms * 25/24`` after its last sighting, and
+        at least ``window_ms + story_margin_ms`` after its publication time (module doc).
         """
         if watermark > self.watermark:
             self.watermark = watermark
@@ -222,10 +233,11 @@ class DedupShard:
             return
         self.last_sweep = self.watermark
         cutoff = self.watermark - self.window_ms
-        dead = [k for k, g in self.by_guid.items() if g.last_ms < cutoff]
+        pub_cutoff = cutoff - self.story_margin_ms
+        dead = [k for k, g in self.by_guid.items() if g.last_ms < cutoff and g.published_ms < pub_cutoff]
         for k in dead:
             del self.by_guid[k]
-        dead_urls = [k for k, c in self.by_url.items() if c.last_ms < cutoff]
+        dead_urls = [k for k, c in self.by_url.items() if c.last_ms < cutoff and c.published_ms < pub_cutoff]
         for k in dead_urls:
             del self.by_url[k]
         self.counters["expired"] += len(dead) + len(dead_urls)

@@ -25,8 +25,15 @@ from newsflow.clustering.window import cluster_articles, tfidf_matrix
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
+from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.health import FeedHealthAccumulator, summarize_feed_health
-from newsflow.digest.labels import _WORD_CASED, cluster_entity, extractive_summary
+from newsflow.digest.labels import (
+    _WORD_CASED,
+    extractive_summary,
+    short_headline,
+    title_entities,
+    title_entity,
+)
 from newsflow.digest.schedule import (
     ALSO_MENTIONED,
     MORNING,
@@ -37,7 +44,8 @@ from newsflow.digest.schedule import (
     DigestWindow,
     SectionLimits,
 )
-from newsflow.scoring.importance import SCORED_DISPOSITIONS, TIER_RANK
+from newsflow.feeds.urls import clean_link
+from newsflow.scoring.importance import SCORED_DISPOSITIONS, TIER_RANK, rescore
 from newsflow.text.tokenize import TextFeatures, _analyze_word, features_batch, words
 
 DIGEST_SCHEMA_VERSION = 1
@@ -85,18 +93,53 @@ class _Cluster:
     stories: list[str] = field(default_factory=list)
     key: str = ""
     ranked: list[int] = field(default_factory=list)  # lead candidates, best first
+    #: the stories' duplicate copies from other publishers than the lead's: (publisher, tier),
+    #: one per distinct article
+    copies: list[tuple[str, Any]] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        """Distinct articles of the topic: scored members + other outlets' copies (the one
+        count behind trend sizes and "N more")."""
+        return len(self.members) + len(self.copies)
+
+
+#: what the digest shows of an article: taken from the ``preferred`` URL-duplicate copy
+_SHOWN_FIELDS = ("title", "body_text", "url", "canonical_url", "word_count")
+
+
+def _preferred_copies(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """article id -> its URL-duplicate copy flagged ``preferred`` (more content; the one with
+    the most words when several were)."""
+    best: dict[str, Mapping[str, Any]] = {}
+    for r in records:
+        if r.get("disposition") != "exact_duplicate" or not r.get("preferred"):
+            continue
+        root = r.get("duplicate_of")
+        if not root:
+            continue
+        cur = best.get(root)
+        k = (int(r.get("word_count") or 0), str(r.get("key") or ""))
+        if cur is None or k > (int(cur.get("word_count") or 0), str(cur.get("key") or "")):
+            best[root] = r
+    return best
 
 
 def select_records(
     records: Iterable[Mapping[str, Any]],
     window: DigestWindow,
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
+    adjust: Any = None,
 ) -> tuple[list[Mapping[str, Any]], int, int]:
     """(articles >= min importance, sorted by id; article count; duplicates removed).
 
     One record per ``article_id`` (its latest revision); re-emitted keys count once;
-    ``exact_duplicate``/``near_duplicate`` records are the duplicates removed.
+    ``exact_duplicate``/``near_duplicate`` records are the duplicates removed. An article whose
+    URL duplicate was ``preferred`` by dedup (more content) is shown with that copy's title,
+    text and link. ``adjust(rec) -> rec`` (e.g. re-scoring) runs before the importance cut.
     """
+    records = records if isinstance(records, list) else list(records)
+    preferred = _preferred_copies(records)
     latest: dict[str, Mapping[str, Any]] = {}
     dup_keys: set[str] = set()
     for r in records:
@@ -119,6 +162,12 @@ def select_records(
         if cur is None or _record_key(r) > _record_key(cur):
             latest[aid] = r
     arts = [latest[a] for a in sorted(latest)]
+    for i, r in enumerate(arts):
+        p = preferred.get(str(r["article_id"]))
+        if p is not None:
+            arts[i] = {**r, **{f: p.get(f) for f in _SHOWN_FIELDS if p.get(f) is not None}}
+    if adjust is not None:
+        arts = [adjust(r) for r in arts]
     sel = [r for r in arts if _score(r) >= config.min_importance]
     return sel, len(arts), len(dup_keys)
 
@@ -129,13 +178,14 @@ def story_copies(
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
 ) -> dict[str, list[tuple[str, Any]]]:
     """story id -> (publisher, tier) of the window's duplicate copies (exact and near), so a
-    digest item can credit every outlet that carried the story, not only the scored ones."""
+    digest item can credit every outlet that carried the story, not only the scored ones.
+    One entry per distinct article: a copy's later versions (``#rN``) are the same article."""
     seen: set[str] = set()
     out: dict[str, list[tuple[str, Any]]] = {}
     for r in records:
         if r.get("disposition") not in DUPLICATE_DISPOSITIONS or not r.get("story_id"):
             continue
-        key = str(r.get("key") or r.get("article_id") or "")
+        key = str(r.get("article_id") or r.get("key") or "")
         if key in seen:
             continue
         try:
@@ -161,12 +211,15 @@ def assemble_digest(
     | None = None,
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
     final: bool = True,
+    coverage: StoryCoverage | None = None,
 ) -> dict[str, Any]:
     """The digest of one window (a ``digests.v1`` dict). See the module doc.
 
     ``previous``: the previous digest of the same type (or :func:`digest_memory` of it) for
     trend flags; ``feed_health``: a :class:`FeedHealthAccumulator` (or its summary) or the
-    window's ``feed-health`` records.
+    window's ``feed-health`` records. ``coverage``: the stories' publishers/tiers over time and
+    the feeds' reliability (the flow keeps one across windows); scores are recomputed from it
+    as of the window's end (:func:`rescore_as_of`). Default: built from ``records``.
     """
     sched = schedule or DigestSchedule()
     dtype = (
@@ -177,7 +230,10 @@ def assemble_digest(
     limits = config.limits or dtype.limits
     wr = config.summary_words or dtype.summary_words
     records = records if isinstance(records, list) else list(records)
-    sel, article_count, dups = select_records(records, window, config)
+    if coverage is None:
+        coverage = StoryCoverage().extend(records)
+    sel, article_count, dups = select_records(
+        records, window, config, adjust=lambda r: rescore_as_of(r, coverage, window.end_ms))
     copies = story_copies(records, window, config)
 
     clusters: list[_Cluster] = []
@@ -194,12 +250,14 @@ def assemble_digest(
         X, vocab = tfidf_matrix(feats)
         labels = cluster_articles(X, sel, config)
         clusters = _build_clusters(sel, X, vocab, labels)
+        for c in clusters:
+            c.copies = _cluster_copies(c, sel, copies)
 
     checks: list[dict[str, Any]] = []
     prev_index = list((previous or {}).get("topic_index") or [])
     has_prev = previous is not None
     # rank: best score, then size, then the lead's id
-    clusters.sort(key=lambda c: (-c.score, -len(c.members), sel[c.lead]["article_id"]))
+    clusters.sort(key=lambda c: (-c.score, -c.size, sel[c.lead]["article_id"]))
     trends: dict[str, str | None] = {}
     if not has_prev:
         checks.append(
@@ -224,7 +282,7 @@ def assemble_digest(
         # topics (index, emerging list) and for everything that can be displayed
         shown = {c.key for items in sections_items.values() for c in items[: _cap(limits)]}
         trends = _trends(
-            [c for c in clusters if len(c.members) >= 2 or c.key in shown], prev_index, config
+            [c for c in clusters if c.size >= 2 or c.key in shown], prev_index, config
         )
     # self-check: a T5 source should not lead the digest unless corroborated
     _check_t5_top(sections_items, sel, checks)
@@ -254,7 +312,7 @@ def assemble_digest(
             fixed, missing = _ensure_attribution(c, sel)
             attribution_fixes += fixed
             missing_attr += missing
-            item = _item(c, sel, trends.get(c.key), wr, config, copies)
+            item = _item(c, sel, trends.get(c.key), wr, config)
             label = item["label"]
             n = used_labels.get(label.lower(), 0)
             used_labels[label.lower()] = n + 1
@@ -402,19 +460,24 @@ def _build_clusters(
     return out
 
 
-def _stem_surface(members: Sequence[Mapping[str, Any]]) -> tuple[dict[int, str], dict[str, str]]:
-    """hash -> stem and stem -> most frequent surface word, from the members' titles and
-    first words (local: does not depend on any global cache state)."""
+def _stem_surface(
+    members: Sequence[Mapping[str, Any]], body_words: int = 100
+) -> tuple[dict[int, str], dict[str, str], dict[str, tuple[int, int]]]:
+    """hash -> stem, stem -> most frequent surface word, and stem -> (member index, word
+    position) of its first appearance, from the members' titles and first ``body_words`` words
+    (local: does not depend on any global cache state)."""
     stem_of: dict[int, str] = {}
     surf: dict[str, Counter[str]] = {}
-    for r in members:
-        text = (r.get("title") or "") + " " + " ".join((r.get("body_text") or "").split()[:100])
-        for w in _WORD_CASED.findall(text):
+    first: dict[str, tuple[int, int]] = {}
+    for m, r in enumerate(members):
+        text = (r.get("title") or "") + " " + " ".join((r.get("body_text") or "").split()[:body_words])
+        for pos, w in enumerate(_WORD_CASED.findall(text)):
             a = _analyze_word(w.lower())
             if a is None:
                 continue
             stem_of[a[1]] = a[0]
             surf.setdefault(a[0], Counter())[w] += 1
+            first.setdefault(a[0], (m, pos))
     best = {}
     for st, c in surf.items():
         # most frequent lower-cased word, shown in its most frequent spelling ("iPhone")
@@ -427,33 +490,62 @@ def _stem_surface(members: Sequence[Mapping[str, Any]]) -> tuple[dict[int, str],
             key=lambda kv: (-kv[1], kv[0].istitle(), kv[0]),
         )
         best[st] = forms[0][0]
-    return stem_of, best
+    return stem_of, best, first
 
 
 def _label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
+    """000 Step 5 "[Entity]: top terms": the entity is the story's most frequent named entity
+    in its titles; the terms are the topic's top TF-IDF terms that its titles use, as the
+    words a reader saw (not stems), in headline order. No entity: a short form of the lead's
+    headline."""
     # the lead and the members closest to the centroid speak for the topic
     members = [sel[i] for i in c.ranked[:20]]
-    stem_of, surface = _stem_surface(members)
-    ent = cluster_entity(members)
-    ent_stems = {a[0] for w in words(ent or "") if (a := _analyze_word(w)) is not None}
-    terms: list[str] = []
+    stem_of, _, _ = _stem_surface(members)
+    titles = [{"title": r.get("title") or ""} for r in members]
+    t_stem_of, t_surface, t_first = _stem_surface(titles, body_words=0)
+    ent = title_entity(members)
+    # names are entities, not terms: no word of any title entity is a term
+    names = " ".join(e for r in members for e in title_entities(r).values())
+    ent_stems = {a[0] for w in words(f"{ent or ''} {names}") if (a := _analyze_word(w)) is not None}
+    picked: list[str] = []
     for h in c.term_hashes:
-        s = stem_of.get(h)
-        if s is None or s in ent_stems or s.isdigit():
+        st = t_stem_of.get(h)
+        if st is None or st in ent_stems or st.isdigit() or st in picked:
             continue
-        terms.append(surface.get(s, s))
-        if len(terms) == 3:
+        picked.append(st)
+        if len(picked) == 3:
             break
+    picked.sort(key=lambda st: t_first[st])
+    terms = [t_surface[st] for st in picked]
     c.terms = [stem_of[h] for h in c.term_hashes if h in stem_of][:5]
     if ent and terms:
         label = f"{ent}: {' '.join(terms)}"
-    elif terms:
-        label = " ".join(terms)
     else:
-        label = ent or ""
-    if len(label.strip()) < 3:  # self-check: labels clear -> re-label with the lead title
-        label = " ".join((sel[c.lead].get("title") or "Untitled").split()[:8])
+        label = short_headline(sel[c.lead].get("title") or "") or ent or "Untitled"
     return label, ent, terms
+
+
+def rescore_as_of(rec: Mapping[str, Any], coverage: StoryCoverage, end_ms: int) -> Mapping[str, Any]:
+    """The record with its importance recomputed from its story as of ``end_ms`` (distinct
+    publishers and tiers by then, the feed's reliability by then); unchanged when the record
+    carries no components. The new components replace the old in the returned copy."""
+    pubs, tiers = coverage.as_of(rec.get("story_id"), end_ms)
+    imp = rescore(rec, publishers=len(pubs), tiers=len(tiers),
+                  reliability=coverage.reliability_of(rec.get("feed_id"), end_ms))
+    if imp is None:
+        return rec
+    return {**rec, "importance": imp.score, "importance_components": dict(imp.components),
+            "story_publishers": pubs or rec.get("story_publishers"), "story_tiers": tiers or rec.get("story_tiers")}
+
+
+def _cluster_copies(
+    c: _Cluster, sel: Sequence[Mapping[str, Any]], copies: Mapping[str, Sequence[tuple[str, Any]]]
+) -> list[tuple[str, Any]]:
+    # the stories' duplicate copies (syndication, near-duplicates) are related coverage too
+    # (copies from the lead's own publisher add no coverage: left out)
+    lead = sel[c.lead]
+    lead_pub = str(lead.get("publisher") or lead.get("feed_id") or "")
+    return [pt for sid in c.stories for pt in copies.get(sid, ()) if pt[0] != lead_pub]
 
 
 def _item(
@@ -462,7 +554,6 @@ def _item(
     trend: str | None,
     wr: tuple[int, int],
     config: DigestConfig,
-    copies: Mapping[str, Sequence[tuple[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     lead = sel[c.lead]
     label, ent, terms = _label(c, sel)
@@ -475,10 +566,7 @@ def _item(
         p = str(sel[i].get("publisher") or sel[i].get("feed_id") or "")
         if p:
             pubs[p] = min(pubs.get(p, 9), _tier_rank(sel[i].get("tier")))
-    # the story's duplicate copies (syndication, near-duplicates) are related coverage too
-    # (copies from the lead's own publisher add no coverage: left out)
-    lead_pub = str(lead.get("publisher") or lead.get("feed_id") or "")
-    extra = [pt for sid in c.stories for pt in (copies or {}).get(sid, ()) if pt[0] != lead_pub]
+    extra = c.copies
     for p, tier in extra:
         if p:
             pubs[p] = min(pubs.get(p, 9), _tier_rank(tier))
@@ -500,7 +588,7 @@ def _item(
                 "article_id": sel[i]["article_id"],
                 "title": sel[i].get("title") or "",
                 "publisher": str(sel[i].get("publisher") or sel[i].get("feed_id") or ""),
-                "url": sel[i].get("url"),
+                "url": clean_link(sel[i].get("url")),
                 "score": _score(sel[i]),
             }
             for i in others[: config.related_max]
@@ -509,7 +597,7 @@ def _item(
             : config.article_ids_max
         ],
         "story_ids": c.stories[:20],
-        "size": len(c.members),
+        "size": c.size,
         "topic_key": c.key,
     }
 
@@ -518,7 +606,7 @@ def _lead(r: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "article_id": r["article_id"],
         "title": r.get("title") or "",
-        "url": r.get("url"),
+        "url": clean_link(r.get("url")),
         "publisher": str(r.get("publisher") or r.get("feed_id") or "unknown"),
         "feed_id": str(r.get("feed_id") or ""),
         "tier": r.get("tier"),
@@ -655,14 +743,14 @@ def _trends(
 ) -> dict[str, str | None]:
     prev = _PrevTopics(prev_index)
     return {
-        c.key: _trend_of(len(c.members), _match_prev(c, c.term_hashes, prev), config)
+        c.key: _trend_of(c.size, _match_prev(c, c.term_hashes, prev), config)
         for c in clusters
     }
 
 
 def _index_order(clusters: Sequence[_Cluster]) -> list[_Cluster]:
-    multi = [c for c in clusters if len(c.members) >= 2]
-    return sorted(multi, key=lambda c: (-len(c.members), -c.score, c.key))
+    multi = [c for c in clusters if c.size >= 2]
+    return sorted(multi, key=lambda c: (-c.size, -c.score, c.key))
 
 
 def _topic_index(
@@ -675,12 +763,11 @@ def _topic_index(
     flags (matching by story ids and top terms)."""
     out = []
     for c in _index_order(clusters)[: config.topic_index_size]:
-        lead = sel[c.lead]
         out.append(
             {
                 "key": c.key,
-                "label": " ".join((lead.get("title") or "").split()[:10]),
-                "size": len(c.members),
+                "label": _label(c, sel)[0],  # the item's own readable label, never cut mid-phrase
+                "size": c.size,
                 "score": c.score,
                 "trend": trends.get(c.key),
                 "term_hashes": [str(h) for h in c.term_hashes[:5]],
@@ -700,12 +787,12 @@ def _declining(
     cur_by_prev: dict[str, int] = {}
     prev = _PrevTopics(prev_index)
     for c in clusters:
-        if len(c.members) < 2:  # 1 article is a 50 %+ drop from any previous topic (>= 2)
+        if c.size < 2:  # 1 article is a 50 %+ drop from any previous topic (>= 2)
             continue
         p = _match_prev(c, c.term_hashes, prev)
         if p is not None:
             k = str(p.get("key"))
-            cur_by_prev[k] = cur_by_prev.get(k, 0) + len(c.members)
+            cur_by_prev[k] = cur_by_prev.get(k, 0) + c.size
     out = []
     for p in sorted(prev_index, key=lambda p: (-int(p.get("size") or 0), str(p.get("key")))):
         ps = int(p.get("size") or 0)

@@ -19,7 +19,8 @@ _GENERIC_TEXT = (
     "breaking update updated exclusive watch video live report reports analysis opinion "
     "review photos photo pictures new news today monday tuesday wednesday thursday friday "
     "saturday sunday january february march april may june july august september october "
-    "november december mr mrs ms dr it this that these those here there what why how when "
+    "november december jan feb mar apr jun jul aug sep sept oct nov dec "
+    "mr mrs ms dr it this that these those here there what why how when "
     "where who first last"
 )
 _GENERIC_CAPS = frozenset(_GENERIC_TEXT.split())
@@ -47,7 +48,8 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
                 out.append(" ".join(run))
             run.clear()
 
-    for tok in _CAP_TOKEN.findall(text):
+    toks = _CAP_TOKEN.findall(text)
+    for i, tok in enumerate(toks):
         if tok in '.!?:;|—–-"“”()[]':
             close()
             initial = tok in ".!?:;|"
@@ -57,12 +59,16 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
             continue
         w = re.sub(r"['’]s$", "", tok).strip(".-'’")
         low = w.lower()
+        nxt = toks[i + 1] if i + 1 < len(toks) else ""
         if (
             w
             and w[0].isupper()
-            and low not in STOP_WORDS
-            and low not in _GENERIC_CAPS
             and (len(w) > 1)
+            and (
+                (low not in STOP_WORDS and low not in _GENERIC_CAPS)
+                # "New York", "New Zealand": a place name, not the generic "new"
+                or (low == "new" and nxt[:1].isupper() and nxt.lower() not in _GENERIC_CAPS)
+            )
         ):
             if not run:
                 run_initial = initial
@@ -118,6 +124,67 @@ def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
             forms = case[k]
             return sorted(forms.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
     return None
+
+
+def title_entities(r: Mapping[str, Any]) -> dict[str, str]:
+    """lowercase -> surface of the named entities of one article's title (see
+    :func:`title_entity`)."""
+    title = r.get("title") or ""
+    tl = f" {' '.join(words(title))} "
+    found: dict[str, str] = {}
+    for e, w in _entities_of(r).items():
+        if w == 2 or f" {' '.join(words(e))} " in tl:
+            found.setdefault(e.lower(), e)
+    return found
+
+
+def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
+    """The story's most frequent named entity found in its *titles* (000 Step 5 "[Entity]"):
+    phrases of each title (a sentence-initial word when the body confirms it; for Title Case
+    headlines, the body's entities the title contains), each title counting once; with 2+
+    articles it must be in at least 2 titles. Ties: the earlier in the lead's title, the longer
+    phrase, then alphabetical."""
+    c: Counter[str] = Counter()
+    case: dict[str, Counter[str]] = {}
+    for r in members:
+        for k, e in title_entities(r).items():
+            c[k] += 1
+            case.setdefault(k, Counter())[e] += 1
+    need = 2 if len(members) >= 2 else 1
+    lead = (members[0].get("title") or "").lower() if members else ""
+
+    def pos(k: str) -> int:  # the headline's subject comes first: "Ukraine ... in Geneva"
+        i = lead.find(k)
+        return i if i >= 0 else len(lead) + 1
+
+    for k, n in sorted(c.items(), key=lambda kv: (-kv[1], pos(kv[0]), -len(kv[0].split()), kv[0])):
+        if n >= need:
+            return sorted(case[k].items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    return None
+
+
+_TITLE_TAIL = re.compile(r"\s+[-–—|]\s+[^-–—|]{2,40}$")
+_CLAUSE = re.compile(r"(?:\s*[:;|]\s+|\s+[-–—]\s+|,\s+)")
+
+
+def short_headline(title: str, max_words: int = 10) -> str:
+    """A short form of a headline for a label: the publisher suffix (" - BBC News") dropped;
+    when longer than ``max_words``, its first clause (up to ":", " - ", ";", ",") if that has
+    3+ words, else the first ``max_words`` words and "…" (a visible cut, never a silent one)."""
+    t = " ".join((title or "").split())
+    if len(t.split()) > 4:
+        t = _TITLE_TAIL.sub("", t)
+    toks = t.split()
+    if len(toks) <= max_words:
+        return t
+    for m in _CLAUSE.finditer(t):
+        head = t[: m.start()]
+        n = len(head.split())
+        if 3 <= n <= max_words:
+            return head
+        if n > max_words:
+            break
+    return " ".join(toks[:max_words]).rstrip(",;:") + " …"
 
 
 _WORD_CASED = re.compile(r"[^\W_]+", re.UNICODE)

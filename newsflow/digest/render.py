@@ -39,11 +39,20 @@ def _fmt_date_range(d: Mapping[str, Any]) -> str:
     return f"{_fmt_time(d.get('window_start'))} – {_fmt_time(d.get('window_end'))}"
 
 
+#: sections shown even when empty ("Nothing in this section."); others only with items
+ALWAYS_SHOWN = ("Top Stories", "Noteworthy")
+
+
 def _sections(d: Mapping[str, Any]) -> list[tuple[str, Sequence[Mapping[str, Any]]]]:
     by = {s.get("name"): s.get("items") or [] for s in d.get("sections") or []}
     out = [(name, by.get(name, [])) for name in SECTION_ORDER]
     out += [(n, it) for n, it in by.items() if n not in SECTION_ORDER]
-    return out
+    return [(n, it) for n, it in out if it or n in ALWAYS_SHOWN]
+
+
+def plural(n: Any, word: str, many: str | None = None) -> str:
+    """``1 article``, ``2 articles``, ``0 errors`` (``many``: an irregular plural)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def _related_line(it: Mapping[str, Any]) -> str:
@@ -52,7 +61,7 @@ def _related_line(it: Mapping[str, Any]) -> str:
         return ""
     srcs = list(it.get("related_sources") or [])
     shown = ", ".join(srcs[:6]) + (f" and {len(srcs) - 6} more" if len(srcs) > 6 else "")
-    return f"{n} more from {shown}" if shown else f"{n} more"
+    return f"{n} more from {shown}" if shown else f"{n} more"  # "1 more", "3 more": no noun
 
 
 def _one_line(text: str, max_words: int = 30) -> str:
@@ -83,8 +92,8 @@ def to_markdown(d: Mapping[str, Any]) -> str:
     lines = [
         f"# {md_escape(title)} — {md_escape(_fmt_date_range(d))}",
         "",
-        f"*{d.get('article_count', 0)} articles · {d.get('duplicates_removed', 0)} duplicates "
-        f"removed · digest `{str(d.get('digest_id', '')).replace('`', '')}`*",
+        f"*{plural(d.get('article_count', 0), 'article')} · "
+        f"{plural(d.get('duplicates_removed', 0), 'duplicate')} removed · digest `{str(d.get('digest_id', '')).replace('`', '')}`*",
         "",
     ]
     for name, items in _sections(d):
@@ -139,11 +148,11 @@ def _md_health(h: Mapping[str, Any]) -> list[str]:
     lines = [
         f"## {FEED_HEALTH}",
         "",
-        f"- {h.get('feeds_polled', 0)} feeds polled, {h.get('successful', 0)} successful polls, "
-        f"{h.get('errors', 0)} errors"
+        f"- {plural(h.get('feeds_polled', 0), 'feed')} polled, "
+        f"{plural(h.get('successful', 0), 'successful poll')}, {plural(h.get('errors', 0), 'error')}"
         + (f" (success rate {rate * 100:.1f} %)" if isinstance(rate, int | float) else ""),
-        f"- {h.get('new_articles', 0)} new articles, {h.get('duplicates_removed', 0)} "
-        "duplicates removed",
+        f"- {plural(h.get('new_articles', 0), 'new article')}, "
+        f"{plural(h.get('duplicates_removed', 0), 'duplicate')} removed",
     ]
     unhealthy = h.get("unhealthy_feeds") or []
     if unhealthy:
@@ -267,9 +276,9 @@ def to_html(d: Mapping[str, Any]) -> str:
         f"<h1>{_e(title)}</h1>",
         f'<div class="meta">{_e(_fmt_date_range(d))}</div>',
         '<div class="stats">',
-        f'<span class="stat"><b>{_e(d.get("article_count", 0))}</b> articles</span>',
-        f'<span class="stat"><b>{_e(d.get("duplicates_removed", 0))}</b> duplicates removed</span>',
-        f'<span class="stat"><b>{_e(d.get("cluster_count", ""))}</b> topics</span>'
+        f'<span class="stat"><b>{_e(d.get("article_count", 0))}</b> {_w(d.get("article_count", 0), "article")}</span>',
+        f'<span class="stat"><b>{_e(d.get("duplicates_removed", 0))}</b> {_w(d.get("duplicates_removed", 0), "duplicate")} removed</span>',
+        f'<span class="stat"><b>{_e(d.get("cluster_count", ""))}</b> {_w(d.get("cluster_count"), "topic")}</span>'
         if d.get("cluster_count") is not None
         else "",
         "</div></header>",
@@ -340,16 +349,20 @@ def _html_compact(it: Mapping[str, Any], *, full: bool) -> str:
     )
 
 
+def _w(n: Any, word: str) -> str:
+    return plural(n, word).split(" ", 1)[1]
+
+
 def _html_health(h: Mapping[str, Any]) -> str:
     rate = h.get("success_rate")
     items = [
-        f"<li><b>{_e(h.get('feeds_polled', 0))}</b> feeds polled, "
-        f"<b>{_e(h.get('successful', 0))}</b> successful polls, "
-        f"<b>{_e(h.get('errors', 0))}</b> errors"
+        f"<li><b>{_e(h.get('feeds_polled', 0))}</b> {_w(h.get('feeds_polled', 0), 'feed')} polled, "
+        f"<b>{_e(h.get('successful', 0))}</b> {_w(h.get('successful', 0), 'successful poll')}, "
+        f"<b>{_e(h.get('errors', 0))}</b> {_w(h.get('errors', 0), 'error')}"
         + (f" (success rate {_e(f'{rate * 100:.1f}')} %)" if isinstance(rate, int | float) else "")
         + "</li>",
-        f"<li><b>{_e(h.get('new_articles', 0))}</b> new articles, "
-        f"<b>{_e(h.get('duplicates_removed', 0))}</b> duplicates removed</li>",
+        f"<li><b>{_e(h.get('new_articles', 0))}</b> {_w(h.get('new_articles', 0), 'new article')}, "
+        f"<b>{_e(h.get('duplicates_removed', 0))}</b> {_w(h.get('duplicates_removed', 0), 'duplicate')} removed</li>",
     ]
     if h.get("unhealthy_feeds"):
         items.append(

@@ -134,6 +134,7 @@ def _common(item: ET.Element, e: dict[str, Any]) -> None:
     d = item.find(f"{DC}date")
     if d is not None:
         e["updated_parsed"] = _date(d.text)
+        e["dc_date_parsed"] = e["updated_parsed"]  # as normalize's feedparser hook
 
 
 def _rss20(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -80,6 +80,34 @@ def recover_xml(body: bytes) -> bytes:
     return _BAD_XML_CHARS.sub(b"", _AMP_FIX.sub(b"&amp;", body))
 
 
+def _install_dc_date_hook() -> None:
+    """feedparser files ``<dc:date>`` under ``updated``, where Atom's own ``<updated>`` also goes:
+    keep its parsed value under ``dc_date_parsed`` too, so 000's priority (dc:date first) can be
+    applied on Atom entries as well. Behaviour for every existing key is unchanged."""
+    from feedparser.datetimes import _parse_date
+    from feedparser.namespaces.dc import Namespace
+
+    if getattr(Namespace, "_newsflow_dc_date", False):
+        return
+
+    def _end_dc_date(self: Any) -> None:
+        value = self.pop("updated")
+        parsed = _parse_date(value)
+        self._save("updated_parsed", parsed, overwrite=True)
+        if parsed is not None:
+            self._save("dc_date_parsed", parsed, overwrite=True)
+
+    Namespace._end_dc_date = _end_dc_date  # type: ignore[attr-defined]
+    Namespace._newsflow_dc_date = True  # type: ignore[attr-defined]
+
+
+_install_dc_date_hook()
+
+
+def _needs_xml_repair(body: bytes) -> bool:
+    return _AMP_FIX.search(body) is not None or _BAD_XML_CHARS.search(body) is not None
+
+
 def parse_feed(body: bytes, base_url: str | None) -> Any:
     headers = {"content-location": base_url} if base_url else None
     return feedparser.parse(
@@ -88,17 +116,25 @@ def parse_feed(body: bytes, base_url: str | None) -> Any:
 
 
 def extract_author(entry: Any, feed: Any) -> str | None:
-    """dc:creator -> author name -> author (email) -> managingEditor; name only, never the email."""
+    """dc:creator -> author name -> author (email) -> managingEditor (000 Step 2); the name
+    only ("jane@ex.com (Jane Roe)" -> "Jane Roe"). An item author given only as an email is
+    still the item's author (the email is all there is): it is kept rather than replaced by the
+    feed's managingEditor."""
     for src in (entry, feed):
         detail = src.get("author_detail") or {}
         name = detail.get("name")
+        raw = src.get("author") or ""
         if not name:
-            name = src.get("author")
+            name = raw
         if name:
-            name = collapse_ws(_EMAIL.sub("", html_to_text(name)).replace("()", ""))
-            name = name.strip(" ()<>,;")
-            if name:
-                return name
+            cleaned = collapse_ws(_EMAIL.sub("", html_to_text(name)).replace("()", ""))
+            cleaned = cleaned.strip(" ()<>,;")
+            if cleaned:
+                return cleaned
+        if src is entry:
+            email = detail.get("email") or (m.group(0) if (m := _EMAIL.search(html_to_text(raw))) else None)
+            if email:
+                return str(email)
     return None
 
 
@@ -114,14 +150,16 @@ def _struct_to_ms(st: time.struct_time | None) -> int | None:
 def extract_date(entry: Any, feed_format: str, fetched_ms: int, future_tolerance_ms: int) -> tuple[int, bool, str]:
     """Date priority dc:date -> published -> updated -> pubDate, as UTC epoch ms.
 
-    feedparser files ``dc:date`` and Atom ``updated`` under ``updated`` and both RSS ``pubDate``
-    and Atom ``published`` under ``published``; so for RSS the order is updated(=dc:date) then
-    published(=pubDate), for Atom published then updated. Missing/unparseable -> fetch time and
+    ``dc:date`` is kept apart as ``dc_date_parsed`` (see :func:`_install_dc_date_hook`; the fast
+    path does the same) and comes first on every format. feedparser files ``dc:date`` and Atom
+    ``updated`` under ``updated`` and both RSS ``pubDate`` and Atom ``published`` under
+    ``published``; so then for RSS the order is updated then published(=pubDate), for Atom
+    published then updated. Missing/unparseable -> fetch time and
     ``date_uncertain``; more than ``future_tolerance_ms`` after the fetch -> not trusted: fetch time,
     uncertain (004 future-date gate).
     """
     is_atom = feed_format.startswith("atom")
-    order = (
+    order = (("dc_date_parsed", "dc:date"),) + (
         (("published_parsed", "published"), ("updated_parsed", "updated"))
         if is_atom
         else (("updated_parsed", "dc:date"), ("published_parsed", "pubDate"))
@@ -290,6 +328,15 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
     res = NormalizeResult()
     body = payload.body
     fid, fms = payload.feed_id, payload.fetched_at_ms
+    if payload.status >= 400:
+        # an error page (404/410/500 ...) is not the feed, whatever its body looks like: no
+        # articles; the feed-health status says so, and a body is kept as one dead letter
+        res.status = "http_error"
+        if body:
+            res.deadletters.append(make_deadletter(
+                "fetch", "http_error", f"HTTP {payload.status}: the body of an error response is not parsed",
+                body, feed_id=fid, fetched_ms=fms))
+        return res
     if payload.status == 304 or body is None:
         res.status = "not_modified" if payload.status == 304 else "empty"
         return res
@@ -306,10 +353,14 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
         try:
             d = parse_feed(body, base)
             fmt = d.get("version") or ""
-            if not d.entries and d.get("bozo"):
+            if d.get("bozo") and (not d.entries or _needs_xml_repair(body)):
+                # feedparser's loose parser recovers items from broken XML but reads a bare
+                # "&T" as an entity ("AT&T;"): repair and re-parse whenever the repair applies,
+                # keep the repaired parse when it finds at least as many items
                 fixed = recover_xml(body)
                 d2 = parse_feed(fixed, base)
-                if d2.entries or (d2.get("version") and not d2.get("bozo")):
+                if len(d2.entries) >= len(d.entries) and (
+                        d2.entries or (d2.get("version") and not d2.get("bozo"))):
                     d, fmt, res.recovered = d2, d2.get("version") or "", True
         except Exception as e:  # feedparser is lenient, but a crash must never stop the flow
             res.status = "parse_error"

@@ -16,7 +16,7 @@ TRACKING_PARAMS = frozenset(
         "feature", "rss", "rssfeed", "at_medium", "at_campaign", "source",
     }
 )
-TRACKING_PREFIXES = ("utm_", "pk_", "mtm_", "vero_", "hsa_", "oly_")
+TRACKING_PREFIXES = ("utm_", "pk_", "mtm_", "vero_", "hsa_", "oly_", "ns_")  # ns_: Comscore
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
@@ -67,6 +67,23 @@ def canonicalize_url(url: str, base: str | None = None) -> str | None:
     ]
     query = urlencode(sorted(query_items), doseq=True)
     return urlunsplit(("https", netloc, path, query, ""))
+
+
+def clean_link(url: str | None) -> str | None:
+    """The link to show a reader: the URL as served (scheme, host with its ``www.``, path,
+    meaningful parameters in their order) minus tracking parameters and the fragment. Unlike
+    :func:`canonicalize_url` (a dedup key: ``www.`` dropped, https forced, parameters sorted) it
+    always points where the publisher pointed. ``None`` unless http(s)."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return None
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_tracking_param(k)]
+    return urlunsplit((parts.scheme.lower(), parts.netloc, parts.path or "/", urlencode(kept, doseq=True), ""))
 
 
 @functools.cache

@@ -43,6 +43,7 @@ from newsflow.dedup.exact import DedupShard, dedup_shard_key
 from newsflow.dedup.stories import StoryAssigner, StoryFeatures, featurize_batch
 from newsflow.digest.assemble import assemble_digest, digest_memory
 from newsflow.digest.config import DigestConfig
+from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import make_deadletter, normalize_payload
@@ -103,8 +104,8 @@ def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], 
         item = kv[1]
         if isinstance(item, Tick):  # every story shard aligns on the ticks of every dedup shard
             return [(k, item) for k in keys]
-        if isinstance(item, HealthReport):
-            return [(keys[0], item)]
+        if isinstance(item, HealthReport):  # reliability scores in every shard; one reports it
+            return [(k, item if k == keys[0] else replace(item, report=False)) for k in keys]
         return [(story_key(item.article, settings), item)]
 
     return route
@@ -245,7 +246,8 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 h = x.record
                 if h.get("reliability") is not None:
                     self.reliability[h["feed_id"]] = h["reliability"]
-                out.append(x)
+                if x.report:
+                    out.append(x)
                 continue
             recs.append((self._story(x, next(feats)), story_key(x.article, self.s)))
         if recs:
@@ -295,6 +297,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
 _DIGEST_FIELDS = (
     "key", "article_id", "feed_id", "publisher", "tier", "url", "title", "published_at", "fetched_at",
     "disposition", "revision_no", "story_id", "story_publishers", "importance", "topic_id", "date_uncertain",
+    "canonical_url", "preferred", "duplicate_of", "word_count", "story_tiers", "importance_components",
 )
 HOUR = 3_600_000
 
@@ -323,16 +326,20 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
         #: latest watermark of each story shard; the digest clock is their minimum, so a
         #: window closes only when every shard has sent all of its records
         self.source_wm: dict[str, int] = st.get("source_watermarks", {})
+        #: per story, when each publisher/tier joined; feeds' reliability (scores at digest time)
+        self.coverage: StoryCoverage = st["coverage"] if "coverage" in st else StoryCoverage()
 
     def on_item(self, value: FromShard) -> tuple[Iterable[Output], bool]:
         msg = value.message
         if isinstance(msg, ScoredArticle):
             rec = msg.record
             self.buckets.setdefault(iso_to_ms(rec["fetched_at"]) // HOUR, []).append(digest_view(rec))
+            self.coverage.add(rec)
             return (), StatefulLogic.RETAIN
         if isinstance(msg, HealthReport):
             h = msg.record
             self.health.setdefault(iso_to_ms(h["at"]) // HOUR, []).append(h)
+            self.coverage.add_health(h)
             return (), StatefulLogic.RETAIN
         if msg.watermark > self.source_wm.get(value.shard, -1):
             self.source_wm[value.shard] = msg.watermark
@@ -368,7 +375,8 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
             if w.start_ms <= iso_to_ms(h["at"]) < w.end_ms:
                 acc.add(h)
         d = assemble_digest(recs, w, schedule=self.schedule, previous=self.previous.get(w.digest_type),
-                            feed_health=acc.summary(), config=self.config, final=final)
+                            feed_health=acc.summary(), config=self.config, final=final,
+                            coverage=self.coverage)
         if final:
             self.previous[w.digest_type] = digest_memory(d)
         metrics.DIGESTS.labels(w.digest_type).inc()
@@ -380,11 +388,12 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
         for store in (self.buckets, self.health):
             for h in [h for h in store if h < horizon]:
                 del store[h]
+        self.coverage.expire(horizon * HOUR)
 
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_DIGESTS, {
             "buckets": self.buckets, "health": self.health, "previous": self.previous,
-            "watermark": self.wm, "source_watermarks": self.source_wm,
+            "watermark": self.wm, "source_watermarks": self.source_wm, "coverage": self.coverage,
         }, freeze=self.recovery)
 
 

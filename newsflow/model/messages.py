@@ -42,10 +42,14 @@ class ParsedArticle:
 
 @dataclass(frozen=True, slots=True)
 class HealthReport:
-    """A parse-side ``feed-health`` record, routed in input order to the digest's health report."""
+    """A parse-side ``feed-health`` record, routed in input order to the digest's health report.
+
+    Every story shard gets it (its feed's reliability scores articles in all of them); only the
+    copy with ``report`` set goes on to the digest's health report."""
 
     seq: str
     record: JsonRecord
+    report: bool = True
 
 
 @dataclass(frozen=True, slots=True)

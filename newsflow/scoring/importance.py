@@ -449,6 +449,36 @@ def importance(
     )
 
 
+def rescore(
+    rec: Mapping[str, Any],
+    *,
+    publishers: int,
+    tiers: int,
+    reliability: float | None = None,
+    config: ScoreConfig = DEFAULT_SCORE_CONFIG,
+) -> Importance | None:
+    """Importance recomputed from the story as it stands (000 Step 4 at digest time):
+    corroboration from the story's distinct ``publishers`` / ``tiers`` now, authority from the
+    tier x the feed's current ``reliability``; recency, relevance and depth are the record's own
+    (recency as of its first sighting: a digest ranks what was fresh when it came in, it does
+    not age a morning's news against the evening). ``None`` when the record has no components
+    (not scored)."""
+    comps = rec.get("importance_components")
+    if not isinstance(comps, Mapping) or not all(c in comps for c in COMPONENTS):
+        return None
+    n_pub, n_tier = story_counts(rec)
+    new = dict(comps)
+    new["authority"] = authority_score(rec.get("tier"), reliability, tier_scores=config.tier_scores,
+                                       unknown_tier_score=config.unknown_tier_score)
+    new["corroboration"] = corroboration_score(max(publishers, n_pub), max(tiers, n_tier))
+    nd = config.ndigits
+    return Importance(
+        score=round(weighted_importance(new, config.weights), nd),
+        components={k: round(float(v), nd) for k, v in new.items()},
+        weights=config.weights,
+    )
+
+
 def severity_importance(
     rec: Mapping[str, Any],
     now: datetime | int,
