@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 #: modules that add their own sub-commands with ``register(subparsers)``
-PLUGINS = ("newsflow.cli.poll", "newsflow.cli.digest")
+PLUGINS = ("newsflow.cli.poll", "newsflow.cli.digest", "newsflow.cli.replay", "newsflow.cli.tail")
 
 
 def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: int = 1,
