@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 
 #: modules that add their own sub-commands with ``register(subparsers)``
-PLUGINS = ("newsflow.cli.poll", "newsflow.cli.digest", "newsflow.cli.replay", "newsflow.cli.tail")
+PLUGINS = ("newsflow.cli.poll", "newsflow.cli.digest", "newsflow.cli.replay", "newsflow.cli.tail",
+           "newsflow.cli.ops")
 
 
 def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: int = 1,
@@ -117,8 +118,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bytewax._bytewax import cli_main
     from bytewax.recovery import RecoveryConfig
 
+    from newsflow.cli.ops import observed
     from newsflow.config import load_settings
     from newsflow.connectors.topics import ensure_topics
+    from newsflow.flows.metrics import flow_status
     from newsflow.flows.pipeline import kafka_flow
 
     settings = load_settings(args.config)
@@ -126,7 +129,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     ensure_topics(brokers, settings)
     recovery = RecoveryConfig(args.recovery_dir) if args.recovery_dir else None
     flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None)
-    cli_main(flow, workers_per_process=args.workers, recovery_config=recovery)
+    with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.topics.raw):
+        cli_main(flow, workers_per_process=args.workers, recovery_config=recovery)
     return 0
 
 
@@ -184,6 +188,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from newsflow.cli.ops import RUN_METRICS_PORT, add_observability_args
+
     ap = argparse.ArgumentParser(prog="newsflow", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="run the whole flow on the bundled sample (no Kafka needed)")
@@ -198,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--workers", type=int, default=1)
     r.add_argument("--recovery-dir", help="Bytewax recovery directory (create with python -m bytewax.recovery DIR N)")
     r.add_argument("--until-eof", action="store_true", help="stop at the end of the topic (replays, tests)")
+    add_observability_args(r, RUN_METRICS_PORT)
     r.set_defaults(func=cmd_run)
     n = sub.add_parser("normalize", help="parse raw feed files, print one JSON line per article or dead letter")
     n.add_argument("files", nargs="+")

@@ -38,11 +38,6 @@ EPILOG = """examples:
 """
 
 
-def _counter_total(counter: Any) -> float:
-    """Sum of every labelled child of a prometheus_client counter (this process)."""
-    return sum(s.value for m in counter.collect() for s in m.samples if s.name.endswith("_total"))
-
-
 @dataclass(frozen=True, slots=True)
 class RunStats:
     payloads: int
@@ -68,7 +63,7 @@ def replay_once(archive: str, out_dir: Path, settings: Any, *, workers: int = 1,
     from newsflow.flows import metrics
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    p0, a0 = _counter_total(metrics.PAYLOADS), _counter_total(metrics.ARTICLES)
+    p0, a0 = metrics.total(metrics.PAYLOADS), metrics.total(metrics.ARTICLES)
     t0 = time.perf_counter()
     stop = threading.Event()
     bar = None
@@ -91,9 +86,9 @@ def replay_once(archive: str, out_dir: Path, settings: Any, *, workers: int = 1,
 
         def watch() -> None:
             while not stop.wait(0.25):
-                arts = int(_counter_total(metrics.ARTICLES) - a0)
+                arts = int(metrics.total(metrics.ARTICLES) - a0)
                 dt = time.perf_counter() - t0
-                bar.update(task, completed=int(_counter_total(metrics.PAYLOADS) - p0), articles=arts,
+                bar.update(task, completed=int(metrics.total(metrics.PAYLOADS) - p0), articles=arts,
                            rate=f"{arts / dt:.1f}" if dt > 0 else "0.0")
 
         bar.start()
@@ -104,8 +99,8 @@ def replay_once(archive: str, out_dir: Path, settings: Any, *, workers: int = 1,
     finally:
         stop.set()
         dt = time.perf_counter() - t0
-        payloads = int(_counter_total(metrics.PAYLOADS) - p0)
-        arts = int(_counter_total(metrics.ARTICLES) - a0)
+        payloads = int(metrics.total(metrics.PAYLOADS) - p0)
+        arts = int(metrics.total(metrics.ARTICLES) - a0)
         if bar is not None:
             bar.update(task, completed=payloads, articles=arts, rate=f"{arts / dt:.1f}" if dt > 0 else "0.0")
             bar.stop()

@@ -15,6 +15,7 @@ from bytewax.dataflow import Dataflow, Stream
 
 from newsflow.config import Settings
 from newsflow.feeds.normalize import make_deadletter
+from newsflow.flows import metrics
 from newsflow.model.messages import Output
 from newsflow.wire.codec import deadletter_to_dict, dumps
 
@@ -38,6 +39,7 @@ def kafka_raw_input(
                     add_config=add_config, batch_size=1000)
 
     def keyed(msg: Any) -> tuple[str, tuple[str, bytes]]:
+        metrics.input_read(msg.partition, msg.offset)  # consumer lag (connectors.observability)
         return (f"p{msg.partition:04d}", (f"{msg.partition:04d}:{msg.offset:012d}", msg.value or b""))
 
     errs = op.map("kafka_errs_to_dl", src.errs, lambda e: _error_deadletter(e, settings))
