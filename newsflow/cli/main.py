@@ -18,6 +18,19 @@ PLUGINS = ("newsflow.cli.poll", "newsflow.cli.digest", "newsflow.cli.replay", "n
            "newsflow.cli.ops")
 
 
+def ensure_recovery_dir(recovery_dir: str | Path) -> Any:
+    """A Bytewax ``RecoveryConfig`` on ``recovery_dir``, initialised on first use (an empty or
+    missing directory, e.g. a fresh Docker volume, gets one recovery partition); an initialised
+    one is resumed from."""
+    from bytewax.recovery import RecoveryConfig, init_db_dir
+
+    rd = Path(recovery_dir)
+    if not any(rd.glob("part-*.sqlite3")):
+        rd.mkdir(parents=True, exist_ok=True)
+        init_db_dir(rd, 1)
+    return RecoveryConfig(str(rd))
+
+
 def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: int = 1,
                   recovery_dir: str | None = None) -> None:
     """Run the dataflow on a raw-payload archive, writing ``<out_dir>/<topic>.jsonl``.
@@ -27,18 +40,11 @@ def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: 
     """
     from datetime import timedelta
 
-    from bytewax.recovery import RecoveryConfig, init_db_dir
     from bytewax.testing import cluster_main, run_main
 
     from newsflow.flows.pipeline import file_flow
 
-    recovery = None
-    if recovery_dir:
-        rd = Path(recovery_dir)
-        if not rd.exists() or not any(rd.iterdir()):
-            rd.mkdir(parents=True, exist_ok=True)
-            init_db_dir(rd, 1)
-        recovery = RecoveryConfig(str(rd))
+    recovery = ensure_recovery_dir(recovery_dir) if recovery_dir else None
     flow = file_flow(input_path, out_dir, settings, recovery=recovery is not None)
     epoch = timedelta(seconds=5)
     if workers <= 1:
@@ -116,7 +122,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from bytewax._bytewax import cli_main
-    from bytewax.recovery import RecoveryConfig
 
     from newsflow.cli.ops import observed
     from newsflow.config import load_settings
@@ -127,7 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     brokers = args.brokers.split(",")
     ensure_topics(brokers, settings)
-    recovery = RecoveryConfig(args.recovery_dir) if args.recovery_dir else None
+    recovery = ensure_recovery_dir(args.recovery_dir) if args.recovery_dir else None
     flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None)
     with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.topics.raw):
         cli_main(flow, workers_per_process=args.workers, recovery_config=recovery)
@@ -202,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--brokers", required=True)
     r.add_argument("--config", help="settings TOML")
     r.add_argument("--workers", type=int, default=1)
-    r.add_argument("--recovery-dir", help="Bytewax recovery directory (create with python -m bytewax.recovery DIR N)")
+    r.add_argument("--recovery-dir", help="snapshot offsets and state here (initialised on first use); "
+                                          "a restart with the same dir resumes instead of replaying")
     r.add_argument("--until-eof", action="store_true", help="stop at the end of the topic (replays, tests)")
     add_observability_args(r, RUN_METRICS_PORT)
     r.set_defaults(func=cmd_run)
