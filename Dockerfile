@@ -11,10 +11,12 @@ WORKDIR /src
 COPY . /src
 RUN pip install . \
     && useradd --create-home --uid 10001 newsflow \
-    && mkdir -p /state \
-    && chown newsflow /state
+    && mkdir -p /state /recovery \
+    && chown newsflow /state /recovery
 
 USER newsflow
 WORKDIR /home/newsflow
+# metrics and /healthz: 9400 newsflow run, 9401 newsflow poll
+EXPOSE 9400 9401
 ENTRYPOINT ["newsflow"]
 CMD ["--help"]

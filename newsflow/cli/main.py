@@ -14,7 +14,21 @@ from typing import Any
 import orjson
 
 #: modules that add their own sub-commands with ``register(subparsers)``
-PLUGINS = ("newsflow.cli.poll", "newsflow.cli.digest")
+PLUGINS = ("newsflow.cli.poll", "newsflow.cli.digest", "newsflow.cli.replay", "newsflow.cli.tail",
+           "newsflow.cli.ops")
+
+
+def ensure_recovery_dir(recovery_dir: str | Path) -> Any:
+    """A Bytewax ``RecoveryConfig`` on ``recovery_dir``, initialised on first use (an empty or
+    missing directory, e.g. a fresh Docker volume, gets one recovery partition); an initialised
+    one is resumed from."""
+    from bytewax.recovery import RecoveryConfig, init_db_dir
+
+    rd = Path(recovery_dir)
+    if not any(rd.glob("part-*.sqlite3")):
+        rd.mkdir(parents=True, exist_ok=True)
+        init_db_dir(rd, 1)
+    return RecoveryConfig(str(rd))
 
 
 def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: int = 1,
@@ -26,18 +40,11 @@ def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: 
     """
     from datetime import timedelta
 
-    from bytewax.recovery import RecoveryConfig, init_db_dir
     from bytewax.testing import cluster_main, run_main
 
     from newsflow.flows.pipeline import file_flow
 
-    recovery = None
-    if recovery_dir:
-        rd = Path(recovery_dir)
-        if not rd.exists() or not any(rd.iterdir()):
-            rd.mkdir(parents=True, exist_ok=True)
-            init_db_dir(rd, 1)
-        recovery = RecoveryConfig(str(rd))
+    recovery = ensure_recovery_dir(recovery_dir) if recovery_dir else None
     flow = file_flow(input_path, out_dir, settings, recovery=recovery is not None)
     epoch = timedelta(seconds=5)
     if workers <= 1:
@@ -115,18 +122,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from bytewax._bytewax import cli_main
-    from bytewax.recovery import RecoveryConfig
 
+    from newsflow.cli.ops import observed
     from newsflow.config import load_settings
     from newsflow.connectors.topics import ensure_topics
+    from newsflow.flows.metrics import flow_status
     from newsflow.flows.pipeline import kafka_flow
 
     settings = load_settings(args.config)
     brokers = args.brokers.split(",")
     ensure_topics(brokers, settings)
-    recovery = RecoveryConfig(args.recovery_dir) if args.recovery_dir else None
+    recovery = ensure_recovery_dir(args.recovery_dir) if args.recovery_dir else None
     flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None)
-    cli_main(flow, workers_per_process=args.workers, recovery_config=recovery)
+    with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.topics.raw):
+        cli_main(flow, workers_per_process=args.workers, recovery_config=recovery)
     return 0
 
 
@@ -186,6 +195,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from newsflow.cli.ops import RUN_METRICS_PORT, add_observability_args
+
     ap = argparse.ArgumentParser(prog="newsflow", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="run the whole flow on the bundled sample (no Kafka needed)")
@@ -198,8 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--brokers", required=True)
     r.add_argument("--config", help="settings TOML")
     r.add_argument("--workers", type=int, default=1)
-    r.add_argument("--recovery-dir", help="Bytewax recovery directory (create with python -m bytewax.recovery DIR N)")
+    r.add_argument("--recovery-dir", help="snapshot offsets and state here (initialised on first use); "
+                                          "a restart with the same dir resumes instead of replaying")
     r.add_argument("--until-eof", action="store_true", help="stop at the end of the topic (replays, tests)")
+    add_observability_args(r, RUN_METRICS_PORT)
     r.set_defaults(func=cmd_run)
     n = sub.add_parser("normalize", help="parse raw feed files, print one JSON line per article or dead letter")
     n.add_argument("files", nargs="+")

@@ -101,7 +101,9 @@ class Progress:
 
 
 def cmd_poll(args: argparse.Namespace) -> int:
+    from newsflow.cli.ops import observed
     from newsflow.connectors.poller import load_poller_config
+    from newsflow.flows.metrics import PollMetrics, poll_status
     from newsflow.flows.poller import run_poller_flow
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -139,9 +141,17 @@ def cmd_poll(args: argparse.Namespace) -> int:
 
         ensure_topics(brokers, Settings(topics=cfg.topics))
     progress = None if args.quiet else Progress(len(feeds) if args.once else None)
+    poll_metrics = PollMetrics(SUCCESS_STATUSES)
+
+    def observe(ev: Any) -> None:
+        poll_metrics(ev)
+        if progress is not None:
+            progress(ev)
+
     try:
-        run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
-                        progress=progress, snapshot_s=args.snapshot_interval)
+        with observed("poller", args, poll_status):
+            run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
+                            progress=observe, snapshot_s=args.snapshot_interval)
     except Exception as e:
         # Ctrl-C / SIGTERM: Bytewax stops at an epoch boundary and raises "signal received"
         if not isinstance(e, KeyboardInterrupt) and "signal received" not in str(e):
@@ -212,6 +222,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``poll`` and ``feeds`` to the ``newsflow`` command."""
+    from newsflow.cli.ops import POLL_METRICS_PORT, add_observability_args
+
     p = subparsers.add_parser("poll", help="poll the registry's feeds into feeds.raw and feed-health")
     p.add_argument("--registry", default=DEFAULT_REGISTRY, help="registry TOML (default feeds.toml)")
     p.add_argument("--brokers", required=True, help="Kafka bootstrap servers HOST:PORT[,HOST:PORT]")
@@ -230,6 +242,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--heartbeat", type=float, help="seconds between heartbeat ticks (0: off)")
     p.add_argument("--no-create-topics", action="store_true", help="do not create missing topics")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    add_observability_args(p, POLL_METRICS_PORT)
     p.set_defaults(func=cmd_poll)
 
     f = subparsers.add_parser("feeds", help="feed registry: import/export OPML, check")

@@ -31,6 +31,7 @@ from confluent_kafka import KafkaError as CKafkaError
 
 from newsflow.config import Settings
 from newsflow.feeds.normalize import make_deadletter
+from newsflow.flows import metrics
 from newsflow.model.messages import Output
 from newsflow.wire.codec import deadletter_to_dict, dumps
 
@@ -270,6 +271,7 @@ def kafka_raw_input(
     split = op.branch("kafka_raw_split", items, lambda m: isinstance(m, KafkaSourceMessage))
 
     def keyed(msg: Any) -> tuple[str, tuple[str, bytes]]:
+        metrics.input_read(msg.partition, msg.offset)  # consumer lag (connectors.observability)
         return (f"p{msg.partition:04d}", (f"{msg.partition:04d}:{msg.offset:012d}", msg.value or b""))
 
     errs = op.map("kafka_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))

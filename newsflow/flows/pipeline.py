@@ -166,6 +166,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             out.append(ToShard(self.keys[0], HealthReport(f"{seq}:~", h)))
         if payload.fetched_at_ms > self.wm:
             self.wm = payload.fetched_at_ms
+            metrics.EVENT_TIME.labels(seq.split(":", 1)[0]).set(self.wm / 1000)
             b = self.wm // self.s.tick_ms
             if b > self.bucket:
                 self.bucket = b
