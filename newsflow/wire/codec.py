@@ -112,6 +112,7 @@ def deadletter_to_dict(d: DeadLetter) -> dict[str, Any]:
         "fetched_at": d.fetched_at,
         "item_index": d.item_index,
         "original_b64": base64.b64encode(d.original).decode("ascii"),
+        **({"original_size": d.original_size} if d.original_size is not None else {}),
     }
 
 
@@ -161,6 +162,8 @@ def article_record(a: Article, info: DedupInfo, seq: str, extra: dict[str, Any] 
         "seen_in": info.seen_in,
         "publishers_seen": len({s.publisher for s in info.seen_in}),
     }
+    if a.truncated:
+        rec["truncated"] = True
     if extra:
         rec.update(extra)
     return rec
