@@ -147,7 +147,7 @@ def _ref_error(msg: str, reason: str) -> NoReturn:
     raise BodyRefError(msg, reason)
 
 
-def resolve_body_ref(payload: RawPayload, blob_dir: str | os.PathLike[str] | None,
+def resolve_body_ref(payload: RawPayload, blob_dir: str | os.PathLike[str] | None = None,
                      max_bytes: int = 16 * 1024 * 1024) -> RawPayload:
     """A payload whose body the poller stored aside (``body_ref`` = ``file://`` URI of a file
     in its blob directory, ``<state-dir>/blobs/xx/<hash>``) gets its bytes back.
