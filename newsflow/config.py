@@ -53,6 +53,9 @@ class Settings:
     max_record_bytes: int = 900_000
     #: original bytes kept in a dead letter (the rest is cut; ``original_size`` has the full size)
     max_deadletter_original_bytes: int = 256 * 1024
+    #: validate every output record against its topic schema before the sink (a violation
+    #: becomes a ``schema_violation`` dead letter); the size check runs always
+    validate_outputs: bool = True
     #: a payload whose ``fetched_at`` is more than this ahead of its partition's watermark is
     #: dead-lettered (``future_fetched_at``): one bad message can't move event time (a second
     #: feed confirming the jump within this tolerance accepts it: a real gap in the stream)

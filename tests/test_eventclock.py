@@ -18,10 +18,12 @@ def test_first_payload_sets_the_clock_and_on_time_or_late_is_accepted() -> None:
 def test_one_message_far_ahead_is_rejected_and_remembered() -> None:
     v = judge_fetched_at(WM + 365 * 24 * H, "bad", WM, None, tolerance_ms=TOL)
     assert not v.accept and v.reason == FUTURE_FETCHED_AT and v.candidate == JumpCandidate(WM + 365 * 24 * H, "bad")
-    # the next normal payload clears the candidate; the bad feed repeating itself confirms nothing
-    assert judge_fetched_at(WM + H, "a", WM, v.candidate, tolerance_ms=TOL).candidate is None
+    # the next normal payload discards the candidate (-> dead letter); the bad feed repeating
+    # itself confirms nothing
+    normal = judge_fetched_at(WM + H, "a", WM, v.candidate, tolerance_ms=TOL)
+    assert normal.accept and normal.candidate is None and normal.discarded == v.candidate
     again = judge_fetched_at(WM + 365 * 24 * H + H, "bad", WM, v.candidate, tolerance_ms=TOL)
-    assert not again.accept
+    assert not again.accept and again.discarded == v.candidate
 
 
 def test_a_real_gap_is_confirmed_by_a_second_feed() -> None:
@@ -29,7 +31,7 @@ def test_a_real_gap_is_confirmed_by_a_second_feed() -> None:
     first = judge_fetched_at(gap, "a", WM, None, tolerance_ms=TOL, seq="0:7", held=b"payload a")
     assert not first.accept
     second = judge_fetched_at(gap + 10 * 60_000, "b", WM, first.candidate, tolerance_ms=TOL)
-    assert second.accept and second.candidate is None
+    assert second.accept and second.candidate is None and second.discarded is None
     assert second.confirmed == JumpCandidate(gap, "a", "0:7", b"payload a")  # processed after all
     # a second feed far from the candidate does not confirm it
     assert not judge_fetched_at(gap + 3 * TOL, "b", WM, first.candidate, tolerance_ms=TOL).accept

@@ -10,10 +10,12 @@ quiet week) must not stall the flow forever. Rules, with ``tol`` = the tolerance
 * ``fetched <= watermark + tol`` -> accept (late or on time is never a clock problem);
 * further ahead: accept only when a payload of *another feed*, rejected just before, agrees
   within ``tol`` (two independent feeds confirm the jump); otherwise reject and remember it as
-  the candidate. Rejected payloads become ``future_fetched_at`` dead letters with their bytes
-  at once (never silently held); the caller keeps the candidate's bytes (``held``) and, when a
-  second feed confirms the jump (``ClockVerdict.confirmed``), processes it too, first: a real
-  gap in a stream loses nothing (one real 34 h gap in the 24-feed archive of May 2020).
+  the candidate. The caller keeps the candidate with its bytes (``held``) in its snapshotted
+  state: when a second feed confirms the jump (``ClockVerdict.confirmed``) it is processed,
+  first, so a real gap in a stream loses nothing (one real 34 h gap in the 24-feed archive of
+  May 2020, one 4-day gap in the first 20k UCI rows); when the next payload does not confirm it
+  (``ClockVerdict.discarded``), or at the end of the input, it becomes a ``future_fetched_at``
+  dead letter with its bytes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ FUTURE_FETCHED_AT = "future_fetched_at"
 
 
 class JumpCandidate(NamedTuple):
-    """The last payload rejected for being ahead: its fetch time and feed."""
+    """The last payload rejected for being ahead: its fetch time and feed (and bytes)."""
 
     fetched_ms: int
     feed_id: str
@@ -38,6 +40,7 @@ class ClockVerdict(NamedTuple):
     detail: str
     candidate: JumpCandidate | None  # the gate's state after this payload
     confirmed: JumpCandidate | None = None  # accepted by this payload: process it first
+    discarded: JumpCandidate | None = None  # not confirmed by this payload: dead-letter it
 
 
 def judge_fetched_at(
@@ -50,11 +53,11 @@ def judge_fetched_at(
                             f"fetched_at is {fetched_ms - reference_ms} ms ahead of the edge clock "
                             f"(tolerance {tolerance_ms} ms)", candidate)
     if watermark_ms <= 0 or fetched_ms <= watermark_ms + tolerance_ms:
-        return ClockVerdict(True, None, "", None)
+        return ClockVerdict(True, None, "", None, discarded=candidate)
     if (candidate is not None and candidate.feed_id != feed_id
             and abs(fetched_ms - candidate.fetched_ms) <= tolerance_ms):
         return ClockVerdict(True, None, "jump confirmed by a second feed", None, candidate)
     return ClockVerdict(False, FUTURE_FETCHED_AT,
                         f"fetched_at is {fetched_ms - watermark_ms} ms ahead of the partition's event time "
                         f"(tolerance {tolerance_ms} ms; a second feed agreeing would confirm the jump)",
-                        JumpCandidate(fetched_ms, feed_id, seq, held))
+                        JumpCandidate(fetched_ms, feed_id, seq, held), discarded=candidate)

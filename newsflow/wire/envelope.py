@@ -48,10 +48,11 @@ def check_envelope(d: dict[str, Any], *, min_ms: int = MIN_FETCHED_MS, max_ms: i
     sv = d.get("schema_version", 1)
     if type(sv) is not int or sv != 1:
         _bad(f"unsupported schema_version {sv!r}")
-    for name in ("feed_id", "url"):
+    for name in ("feed_id", "url"):  # a heartbeat tick has url ""
         v = d.get(name)
-        if not isinstance(v, str) or not v or len(v) > MAX_SHORT_CHARS:
-            _bad(f"{name} must be a non-empty string of at most {MAX_SHORT_CHARS} chars, got {_kind(v)}")
+        if not isinstance(v, str) or (name == "feed_id" and not v) or len(v) > MAX_SHORT_CHARS:
+            _bad(f"{name} must be a {'non-empty ' if name == 'feed_id' else ''}string of at most "
+                 f"{MAX_SHORT_CHARS} chars, got {_kind(v)}")
     for name in _OPTIONAL_STR:
         v = d.get(name)
         if v is not None and not isinstance(v, str):
