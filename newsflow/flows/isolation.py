@@ -40,8 +40,9 @@ def original_bytes(item: Any) -> bytes:
 def _feed_of(item: Any) -> tuple[str | None, int | None]:
     msg = getattr(item, "message", item)
     a = getattr(msg, "article", None)
-    if a is not None:
-        return a.feed_id, a.fetched_ms
+    fid, ms = getattr(a, "feed_id", None), getattr(a, "fetched_ms", None)
+    if isinstance(fid, str):  # the failing item may be malformed itself: nothing assumed
+        return fid, ms if isinstance(ms, int) else None
     rec = getattr(msg, "record", None)
     if isinstance(rec, dict) and isinstance(rec.get("feed_id"), str):
         return rec["feed_id"], None
