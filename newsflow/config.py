@@ -54,8 +54,10 @@ class Settings:
     #: original bytes kept in a dead letter (the rest is cut; ``original_size`` has the full size)
     max_deadletter_original_bytes: int = 256 * 1024
     #: validate every output record against its topic schema before the sink (a violation
-    #: becomes a ``schema_violation`` dead letter); the size check runs always
-    validate_outputs: bool = True
+    #: becomes a ``schema_violation`` dead letter); the size check runs always. Off by default:
+    #: jsonschema costs ~1.6 ms per article record vs ~2 us for the size check (measured on
+    #: 5,000 UCI records on a loaded machine); tests validate every record they read
+    validate_outputs: bool = False
     #: a payload whose ``fetched_at`` is more than this ahead of its partition's watermark is
     #: dead-lettered (``future_fetched_at``): one bad message can't move event time (a second
     #: feed confirming the jump within this tolerance accepts it: a real gap in the stream)

@@ -41,9 +41,10 @@ def test_the_guard_cuts_long_articles_and_refuses_invalid_records() -> None:
 
 
 def test_output_guard_turns_a_violation_into_a_sink_dead_letter() -> None:
-    s = Settings()
+    s = Settings(validate_outputs=True)
     bad = Output(s.topics.feed_health, b"k", orjson.dumps({"schema": "feed-health", "status": "???"}))
     [dl] = output_guard(s)(bad)
     rec = orjson.loads(dl.value)
     assert dl.topic == s.topics.deadletter and (rec["stage"], rec["reason"]) == ("sink", "schema_violation")
     validate("deadletter", rec)
+    assert output_guard(Settings())(bad) == [bad]  # off by default: only the size is checked
