@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections import Counter
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import orjson
 import pytest
 
 from newsflow.cli.main import run_file_flow
+from newsflow.config import Settings
 from newsflow.connectors.files import write_archive
 from newsflow.samples.demo import demo_payloads
 from newsflow.wire.contracts import validate
@@ -126,11 +128,17 @@ def test_body_stored_aside_by_the_poller_is_read_back(tmp_path: Path) -> None:
     blob.write_bytes(p.body)
     ref = replace(p, body=None, body_ref=blob.as_uri())
     missing = replace(p, body=None, body_ref=(tmp_path / "gone.xml").as_uri(), fetched_at_ms=p.fetched_at_ms + 1)
+    # the poller's blob directory is the only place a body_ref is read from
+    outside = replace(p, body=None, body_ref="file:///etc/passwd", fetched_at_ms=p.fetched_at_ms + 2)
     archive = tmp_path / "in.jsonl"
-    write_archive([ref, missing], archive)
-    out = run(archive, tmp_path / "out")
+    write_archive([ref, missing, outside], archive)
+    run_file_flow(str(archive), str(tmp_path / "out"), settings=Settings(blob_dir=str(tmp_path)))
+    out = {t: (tmp_path / "out" / f"{t}.jsonl").read_bytes().splitlines() for t in TOPICS}
     assert len(out["articles"]) >= 1
-    assert [orjson.loads(x)["reason"] for x in out["deadletter"]].count("body_ref_unreadable") == 1
+    dls = [orjson.loads(x) for x in out["deadletter"]]
+    assert [d["reason"] for d in dls].count("body_ref_unreadable") == 1
+    [refused] = [d for d in dls if d["reason"] == "body_ref_refused"]
+    assert b"root:" not in base64.b64decode(refused["original_b64"])  # the envelope, never the file
 
 
 def test_two_worker_processes_give_the_same_records(demo_archive: Path, outputs: dict[str, list[bytes]],

@@ -99,7 +99,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     run_file_flow(input_path, str(out), workers=args.workers, recovery_dir=args.recovery_dir)
     dt = time.perf_counter() - t0
-    digests = [orjson.loads(x) for x in (out / "digests.jsonl").read_bytes().splitlines()]
+    dfile = out / "digests.jsonl"  # absent when the input had no valid payload at all
+    digests = [orjson.loads(x) for x in dfile.read_bytes().splitlines()] if dfile.exists() else []
     chosen = pick_demo_digest(digests)
     if chosen is not None:
         from newsflow.digest.render import to_html, to_markdown

@@ -12,7 +12,7 @@ import gzip
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
@@ -135,19 +135,66 @@ class JsonlTopicSink(FixedPartitionedSink[bytes, int]):
         return _TopicFilePartition(self.out_dir / f"{for_part}.jsonl", resume_state)
 
 
-def resolve_body_ref(payload: RawPayload, max_bytes: int = 64 * 1024 * 1024) -> RawPayload:
-    """A payload whose body was stored aside by the poller (``body_ref`` = ``file://`` URI)
-    gets its bytes back; other schemes are left alone (the payload then counts as empty)."""
+class BodyRefError(ValueError):
+    """A ``body_ref`` that is refused or unreadable; ``reason`` is the dead-letter code."""
+
+    def __init__(self, msg: str, reason: str) -> None:
+        super().__init__(msg)
+        self.reason = reason
+
+
+def _ref_error(msg: str, reason: str) -> NoReturn:
+    raise BodyRefError(msg, reason)
+
+
+def resolve_body_ref(payload: RawPayload, blob_dir: str | os.PathLike[str] | None = None,
+                     max_bytes: int = 16 * 1024 * 1024) -> RawPayload:
+    """A payload whose body the poller stored aside (``body_ref`` = ``file://`` URI of a file
+    in its blob directory, ``<state-dir>/blobs/xx/<hash>``) gets its bytes back.
+
+    Only a ``file://`` ref to a *regular file inside* ``blob_dir`` is read (after resolving
+    symlinks; opened non-blocking and checked with ``fstat``, so a FIFO, a device, a symlink
+    out or a file swapped in between cannot be read or block the flow). Anything else raises
+    :class:`BodyRefError`: ``body_ref_refused`` (other scheme or host, outside the directory,
+    not a regular file, no ``blob_dir`` configured), ``body_ref_unreadable`` (gone, I/O error)
+    or ``body_ref_too_large``. The error never carries the target's content.
+
+    Blob files are content-addressed and written by the poller; they expire on the poller side
+    (its state directory), not here: keep them at least as long as ``feeds.raw`` is retained.
+    """
+    import stat
     from dataclasses import replace
     from urllib.parse import unquote, urlsplit
 
     ref = payload.body_ref
-    if payload.body is not None or not ref or not ref.startswith("file://"):
+    if payload.body is not None or not ref:
         return payload
-    path = Path(unquote(urlsplit(ref).path))
-    with path.open("rb") as fh:
-        data = fh.read(max_bytes + 1)
+    if blob_dir is None:
+        _ref_error("no blob directory is configured (Settings.blob_dir)", "body_ref_refused")
+    parts = urlsplit(ref)
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        _ref_error(f"scheme {parts.scheme or '(none)'!r}/host {parts.netloc!r} is not allowed", "body_ref_refused")
+    path = unquote(parts.path)
+    root = os.path.realpath(blob_dir)
+    real = os.path.realpath(path) if "\x00" not in path else ""
+    if not real or os.path.commonpath([root, real]) != root or real == root:
+        _ref_error(f"{path[:300]!r} is not inside the blob directory", "body_ref_refused")
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        _ref_error(f"cannot open: {e.strerror}", "body_ref_unreadable")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            _ref_error("not a regular file", "body_ref_refused")
+        if st.st_size > max_bytes:
+            _ref_error(f"{st.st_size} bytes is larger than {max_bytes}", "body_ref_too_large")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as e:
+        _ref_error(f"cannot read: {e.strerror}", "body_ref_unreadable")
+    finally:
+        os.close(fd)
     if len(data) > max_bytes:
-        msg = f"body_ref {ref} is larger than {max_bytes} bytes"
-        raise ValueError(msg)
+        _ref_error(f"larger than {max_bytes} bytes", "body_ref_too_large")
     return replace(payload, body=data)

@@ -113,6 +113,9 @@ class StoryConfig:
     lsh_rows: int = 8
     #: body shingles: k-word shingles
     body_shingle_words: int = 3
+    #: body words fingerprinted (the lead of the body): bounded work per item whatever its size
+    #: (a 20 MB body took 34 s / 7 GB uncapped); near-duplicates agree on their first words
+    max_body_words: int = 2_000
     #: 001: "if 2+ of the first 3 non-trivial sentences match" -> near-duplicate (0 = off)
     min_sentence_matches: int = 2
     # Layer 5 — entity overlap within 24 h
@@ -257,7 +260,8 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED) -> lis
     title_keys = lsh_band_keys_bulk(minhash_signatures(words, config.num_perm),
                                     config.lsh_bands, config.lsh_rows, "t").tolist()
     bodies = [getattr(a, "body_text", "") or "" for a in articles]
-    body_words = [normalize_title(b).split() if b else [] for b in bodies]
+    cap = config.max_body_words
+    body_words = [normalize_title(b[: cap * 16]).split()[:cap] if b else [] for b in bodies]
     body_shingles = [word_shingles(w, config.body_shingle_words) if w else [] for w in body_words]
     with_body = [i for i in range(n) if body_shingles[i]]
     body_keys: dict[int, tuple[int, ...]] = {}

@@ -60,18 +60,29 @@ class NormalizeResult:
     recovered: bool = False
 
 
+#: longest title kept (chars); a longer one is cut and the record flagged ``truncated``
+MAX_TITLE_CHARS = 2_000
+#: original bytes kept in a dead letter by default (``Settings.max_deadletter_original_bytes``)
+MAX_ORIGINAL_BYTES = 256 * 1024
+
+
 def make_deadletter(
     stage: str, reason: str, detail: str, original: bytes, *,
     feed_id: str | None, fetched_ms: int | None, item_index: int | None = None,
+    max_original: int = MAX_ORIGINAL_BYTES,
 ) -> DeadLetter:
-    """A dead-letter record with a stable id (re-emits after a crash overwrite themselves)."""
+    """A dead-letter record with a stable id (re-emits after a crash overwrite themselves).
+    At most ``max_original`` original bytes are kept (a dead letter must fit in a Kafka
+    message); ``original_size`` then tells the full size."""
     dl_id = stable_id(
         stage, reason, feed_id or "", str(fetched_ms or 0), str(item_index), bytes_id(original)
     )
+    cut = len(original) > max_original
     return DeadLetter(
         dl_id=dl_id, stage=stage, reason=reason, detail=detail[:2000], feed_id=feed_id,
         fetched_at=ms_to_iso(fetched_ms) if fetched_ms is not None else None,
-        item_index=item_index, original=original,
+        item_index=item_index, original=original[:max_original] if cut else original,
+        original_size=len(original) if cut else None,
     )
 
 
@@ -264,8 +275,13 @@ def normalize_entry(
     settings: Settings, publisher: str,
 ) -> Article | DeadLetter:
     raw_body = extract_body(entry).strip()
+    truncated = len(raw_body) > settings.max_item_body_chars
+    if truncated:  # bounded work per item: html_to_text/sanitize/fingerprints see the cap only
+        raw_body = raw_body[: settings.max_item_body_chars]
     body_text = html_to_text(raw_body)
-    title = clean_title(entry.get("title"))
+    title = clean_title((entry.get("title") or "")[:MAX_TITLE_CHARS * 4])
+    if len(title) > MAX_TITLE_CHARS:
+        title, truncated = title[:MAX_TITLE_CHARS], True
     if not title:
         title = first_line(body_text)
     if not title and not body_text:
@@ -311,6 +327,7 @@ def normalize_entry(
         language=payload.language or (feed.get("language") or None),
         category=payload.category,
         item_index=index,
+        truncated=truncated,
     )
 
 
@@ -344,6 +361,12 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
         res.status = "empty"
         res.deadletters.append(make_deadletter("parse", "empty_body", "HTTP 200 with an empty body", body,
                                                feed_id=fid, fetched_ms=fms))
+        return res
+    if len(body) > settings.max_payload_bytes:
+        res.status = "parse_error"
+        res.deadletters.append(make_deadletter(
+            "parse", "payload_too_large", f"body of {len(body)} bytes is larger than {settings.max_payload_bytes}",
+            body, feed_id=fid, fetched_ms=fms, max_original=settings.max_deadletter_original_bytes))
         return res
     base = payload.final_url or payload.url or None
     fast = fast_parse(body) if settings.fast_parse else None
@@ -380,7 +403,12 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
         return res
     res.feed_format = fmt or "unknown"
     publisher = publisher_of(payload, feed)
-    for i, entry in enumerate(entries):
+    if len(entries) > settings.max_items_per_payload:  # feeds list newest first: keep the head
+        res.deadletters.append(make_deadletter(
+            "parse", "too_many_items", f"{len(entries)} items; items {settings.max_items_per_payload}.."
+            f"{len(entries) - 1} were not normalized (max_items_per_payload)", body, feed_id=fid,
+            fetched_ms=fms, max_original=settings.max_deadletter_original_bytes))
+    for i, entry in enumerate(entries[: settings.max_items_per_payload]):
         try:
             out = normalize_entry(entry, feed, payload, res.feed_format, i, base, settings, publisher)
         except Exception as e:  # a bug or an exotic entry: dead-letter it, keep going

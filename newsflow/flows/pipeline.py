@@ -34,11 +34,12 @@ from bytewax.operators import StatefulLogic
 
 from newsflow.clustering.topics import OnlineTopics, annotate
 from newsflow.config import Settings
-from newsflow.connectors.files import resolve_body_ref
+from newsflow.connectors.files import BodyRefError, resolve_body_ref
 from newsflow.core.alignment import Aligner
+from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fetched_at
 from newsflow.core.hashing import shard_of
 from newsflow.core.snapshot import Snapshot, make_snapshot, restore
-from newsflow.core.timeutil import iso_to_ms
+from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.exact import DedupShard, dedup_shard_key
 from newsflow.dedup.stories import StoryAssigner, StoryFeatures, featurize_batch
 from newsflow.digest.assemble import assemble_digest, digest_memory
@@ -48,6 +49,7 @@ from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import make_deadletter, normalize_payload
 from newsflow.flows import metrics
+from newsflow.flows.isolation import isolated
 from newsflow.model.messages import (
     Deduped,
     DedupOutput,
@@ -64,7 +66,7 @@ from newsflow.model.messages import (
     Tick,
     ToShard,
 )
-from newsflow.model.records import Article, DeadLetter
+from newsflow.model.records import Article, DeadLetter, RawPayload
 from newsflow.wire.codec import (
     EnvelopeError,
     article_record,
@@ -73,6 +75,7 @@ from newsflow.wire.codec import (
     dumps,
     health_record,
 )
+from newsflow.wire.guard import check_record
 
 STEP_PARSE = "parse"
 STEP_DEDUP = "dedup"
@@ -124,27 +127,61 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         st = restore(STEP_PARSE, resume) if resume is not None else {}
         self.wm: int = st.get("watermark", 0)
         self.bucket: int = st.get("bucket", -1)
+        #: the last payload rejected for a clock jump (``newsflow.core.eventclock``)
+        self.candidate: JumpCandidate | None = st.get("clock_candidate")
 
     def on_item(self, value: tuple[str, bytes]) -> tuple[Iterable[ParseOutput], bool]:
         seq, raw = value
         t = self.s.topics
         out: list[ParseOutput] = []
+        cap = self.s.max_deadletter_original_bytes
         try:
             payload = decode_raw(raw)
         except EnvelopeError as e:
-            dl = make_deadletter("envelope", "bad_envelope", str(e), raw if isinstance(raw, bytes) else b"",
-                                 feed_id=None, fetched_ms=None, item_index=None)
-            metrics.DEADLETTERS.labels("envelope", "bad_envelope").inc()
+            dl = make_deadletter("envelope", e.reason, str(e), raw if isinstance(raw, bytes) else b"",
+                                 feed_id=None, fetched_ms=None, item_index=None, max_original=cap)
+            metrics.DEADLETTERS.labels("envelope", e.reason).inc()
             out.append(_dl_out(t.deadletter, dl))
             return out, StatefulLogic.RETAIN
+        # one message with a bad clock must not move event time (a second feed confirms a gap)
+        v = judge_fetched_at(payload.fetched_at_ms, payload.feed_id, self.wm, self.candidate,
+                             tolerance_ms=self.s.clock_jump_tolerance_ms, seq=seq, held=raw)
+        self.candidate = v.candidate  # held in the snapshot until confirmed or discarded
+        if v.discarded is not None:
+            out.append(self._clock_deadletter(v.discarded))
+        if not v.accept:
+            if v.candidate is None or v.candidate.seq != seq:  # rejected outright (edge clock)
+                out.append(self._clock_deadletter(JumpCandidate(payload.fetched_at_ms, payload.feed_id, seq, raw)))
+            return out, StatefulLogic.RETAIN
+        if v.confirmed is not None:  # the held payload was a real gap after all: it goes first
+            out.extend(self._payload(v.confirmed.seq, v.confirmed.held, decode_raw(v.confirmed.held)))
+        out.extend(self._payload(seq, raw, payload))
+        return out, StatefulLogic.RETAIN
+
+    def on_eof(self) -> tuple[Iterable[ParseOutput], bool]:
+        held, self.candidate = self.candidate, None
+        return ([self._clock_deadletter(held)] if held else []), StatefulLogic.RETAIN
+
+    def _clock_deadletter(self, c: JumpCandidate) -> Output:
+        dl = make_deadletter("envelope", FUTURE_FETCHED_AT,
+                             f"fetched_at {ms_to_iso(c.fetched_ms)} is more than {self.s.clock_jump_tolerance_ms} ms "
+                             f"ahead of the partition's event time {ms_to_iso(self.wm)}, and no other feed "
+                             "confirmed the jump", c.held, feed_id=c.feed_id, fetched_ms=c.fetched_ms,
+                             item_index=None, max_original=self.s.max_deadletter_original_bytes)
+        metrics.DEADLETTERS.labels("envelope", FUTURE_FETCHED_AT).inc()
+        return _dl_out(self.s.topics.deadletter, dl)
+
+    def _payload(self, seq: str, raw: bytes, payload: RawPayload) -> list[ParseOutput]:
+        t = self.s.topics
+        out: list[ParseOutput] = []
         metrics.PAYLOADS.labels(str(payload.status)).inc()
         if payload.body_ref:
             try:
-                payload = resolve_body_ref(payload)
-            except (OSError, ValueError) as e:
-                dl = make_deadletter("envelope", "body_ref_unreadable", f"{payload.body_ref}: {e}", raw,
+                payload = resolve_body_ref(payload, self.s.blob_dir or None, self.s.max_payload_bytes)
+            except BodyRefError as e:  # the dead letter holds the envelope, never the target's bytes
+                dl = make_deadletter("envelope", e.reason, f"{payload.body_ref[:300]}: {e}", raw,
                                      feed_id=payload.feed_id, fetched_ms=payload.fetched_at_ms, item_index=None)
-                metrics.DEADLETTERS.labels("envelope", "body_ref_unreadable").inc()
+                metrics.DEADLETTERS.labels("envelope", e.reason).inc()
                 out.append(_dl_out(t.deadletter, dl))
         if payload.feed_id != TICK_FEED_ID:
             res = normalize_payload(payload, self.s)
@@ -172,10 +209,11 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
                 self.bucket = b
                 tick = Tick(f"{seq}:~", self.wm)  # cut after every item of this payload
                 out.extend(ToShard(k, tick) for k in self.keys)
-        return out, StatefulLogic.RETAIN
+        return out
 
     def snapshot(self) -> Snapshot:
-        return make_snapshot(STEP_PARSE, {"watermark": self.wm, "bucket": self.bucket}, freeze=self.recovery)
+        return make_snapshot(STEP_PARSE, {"watermark": self.wm, "bucket": self.bucket,
+                                          "clock_candidate": self.candidate}, freeze=self.recovery)
 
 
 def _dl_out(topic: str, dl: DeadLetter) -> Output:
@@ -349,10 +387,23 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
         wm = min(self.source_wm.values())
         if self.wm is not None and wm <= self.wm:
             return (), StatefulLogic.RETAIN
-        out = [self._assemble(w, final=True) for w in self.schedule.closing(self.wm, wm)]
+        out = [self._assemble(w, final=True) for w in self._closing(wm)]
         self.wm = wm
         self._expire()
         return [o for o in out if o is not None], StatefulLogic.RETAIN
+
+    def _closing(self, wm: int) -> list[DigestWindow]:
+        """Windows the watermark closes, only where event time has data: after a jump over a
+        quiet stretch, windows that end after the old data's longest window and before the
+        first new data are empty and skipped (a year's jump made 850,717 empty digests)."""
+        if self.wm is None:
+            return []
+        reach = self.wm + self.schedule.retention_ms()
+        if wm <= reach:
+            return self.schedule.closing(self.wm, wm)
+        new = [h for store in (self.buckets, self.health) for h in store if h * HOUR > self.wm]
+        resume = min(min(new) * HOUR, wm) if new else wm
+        return self.schedule.closing(self.wm, reach) + self.schedule.closing(max(reach, resume), wm)
 
     def on_eof(self) -> tuple[Iterable[Output], bool]:
         if self.wm is None:
@@ -413,20 +464,49 @@ def newsflow_steps(
     raw: Stream[tuple[str, tuple[str, bytes]]], settings: Settings, *, recovery: bool = False
 ) -> Stream[Output]:
     """All steps from keyed raw messages ``(partition, (seq, bytes))`` to :class:`Output` records."""
-    parsed = op.stateful(STEP_PARSE, raw, lambda resume: ParseLogic(settings, resume, recovery))
+    parsed = op.stateful(STEP_PARSE, raw, isolated("parse", settings, lambda r: ParseLogic(settings, r, recovery)))
     split = op.branch("split_parse", parsed, lambda kv: isinstance(kv[1], Output))
     direct: Stream[Output] = op.map("parse_outputs", split.trues, lambda kv: kv[1])  # type: ignore[arg-type,return-value]
     to_shards: Stream[tuple[str, ShardInput]] = op.map(
         "to_shards", split.falses, lambda kv: (kv[1].shard, kv[1].item)  # type: ignore[union-attr]
     )
-    deduped = op.stateful(STEP_DEDUP, to_shards, lambda resume: DedupLogic(settings, resume, recovery))
-    to_stories = op.flat_map("to_stories", deduped, route_to_stories(settings))
-    storied = op.stateful(STEP_STORIES, to_stories, lambda resume: StoriesLogic(settings, resume, recovery))
+    # every stateful step is isolated: an item that raises becomes a dead letter (an Output)
+    dedup_all = op.stateful(STEP_DEDUP, to_shards, isolated("dedup", settings, lambda r: DedupLogic(settings, r, recovery)))
+    dedup_split = op.branch("split_dedup", dedup_all, lambda kv: isinstance(kv[1], Output))
+    to_stories = op.flat_map("to_stories", dedup_split.falses, route_to_stories(settings))
+    stories_all = op.stateful(STEP_STORIES, to_stories,
+                              isolated("stories", settings, lambda r: StoriesLogic(settings, r, recovery)))
+    stories_split = op.branch("split_stories", stories_all, lambda kv: isinstance(kv[1], Output))
+    storied = stories_split.falses
     articles = op.filter_map("article_outputs", storied, _article_output(settings.topics.articles))
     to_digests = op.map("to_digests", storied, lambda kv: (DIGESTS_KEY, FromShard(kv[0], kv[1])))
-    digests = op.stateful(STEP_DIGESTS, to_digests, lambda resume: DigestsLogic(settings, resume, recovery))
+    digests = op.stateful(STEP_DIGESTS, to_digests,
+                          isolated("digests", settings, lambda r: DigestsLogic(settings, r, recovery)))
     digest_out = op.map("digest_outputs", digests, lambda kv: kv[1])
-    return op.merge("all_outputs", direct, articles, digest_out)
+    errors = op.map("step_errors", op.merge("merge_step_errors", dedup_split.trues, stories_split.trues),
+                    lambda kv: kv[1])
+    outs = op.merge("all_outputs", direct, articles, digest_out, errors)  # type: ignore[arg-type]
+    return op.flat_map("guard_outputs", outs, output_guard(settings))
+
+
+def output_guard(settings: Settings) -> Callable[[Output], list[Output]]:
+    """Last check before the sinks: every record fits ``max_record_bytes`` (articles are cut
+    and flagged) and, with ``validate_outputs``, matches its topic schema; otherwise it becomes
+    a ``sink`` dead letter (``record_too_large`` / ``schema_violation``), never a bad record."""
+    t = settings.topics
+    schemas = {t.articles: "articles", t.digests: "digests", t.feed_health: "feed-health", t.deadletter: "deadletter"}
+
+    def guard(o: Output) -> list[Output]:
+        c = check_record(schemas[o.topic], o.value, max_bytes=settings.max_record_bytes,
+                         validate_schema=settings.validate_outputs)
+        if c.value is not None:
+            return [o if c.value is o.value else Output(o.topic, o.key, c.value)]
+        dl = make_deadletter("sink", c.reason or "schema_violation", c.detail, o.value, feed_id=None,
+                             fetched_ms=None, max_original=settings.max_deadletter_original_bytes)
+        metrics.DEADLETTERS.labels("sink", dl.reason).inc()
+        return [_dl_out(t.deadletter, dl)]
+
+    return guard
 
 
 def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *, recovery: bool = False) -> Dataflow:

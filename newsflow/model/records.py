@@ -98,6 +98,7 @@ class Article:
     language: str | None
     category: str | None  # the feed's category from the registry
     item_index: int  # position in its feed document
+    truncated: bool = False  # the body was cut to Settings.max_item_body_chars
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,4 +125,5 @@ class DeadLetter:
     feed_id: str | None
     fetched_at: str | None
     item_index: int | None
-    original: bytes  # the original bytes (base64 on the wire)
+    original: bytes  # the original bytes (base64 on the wire), at most the configured cap
+    original_size: int | None = None  # set when ``original`` was cut: the full size in bytes

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from newsflow.core.timeutil import iso_to_ms, ms_to_iso
+from newsflow.core.timeutil import ms_to_iso
 from newsflow.model.records import (
     ARTICLE_SCHEMA_VERSION,
     RAW_SCHEMA_VERSION,
@@ -20,10 +20,13 @@ from newsflow.model.records import (
     DedupInfo,
     RawPayload,
 )
+from newsflow.wire.envelope import EnvelopeError, check_envelope
 
+__all__ = ["EnvelopeError", "decode_raw", "encode_raw"]
 
-class EnvelopeError(ValueError):
-    """A ``feeds.raw`` message that is not a valid envelope."""
+#: largest accepted envelope (bytes of JSON): a body of ``Settings.max_payload_bytes`` (16 MiB)
+#: as base64 plus headers; anything larger is dead-lettered before it is parsed
+MAX_ENVELOPE_BYTES = 16 * 1024 * 1024 * 4 // 3 + 65_536
 
 
 def raw_to_dict(p: RawPayload) -> dict[str, Any]:
@@ -53,8 +56,12 @@ def encode_raw(p: RawPayload) -> tuple[bytes, bytes]:
     return p.feed_id.encode(), orjson.dumps(raw_to_dict(p))
 
 
-def decode_raw(value: bytes | str) -> RawPayload:
-    """Parse a ``feeds.raw`` envelope; raises :class:`EnvelopeError` with a reason."""
+def decode_raw(value: bytes | str, *, max_bytes: int = MAX_ENVELOPE_BYTES) -> RawPayload:
+    """Parse a ``feeds.raw`` envelope, checking every field's type and range (see
+    :mod:`newsflow.wire.envelope`); raises :class:`EnvelopeError` with a ``reason``."""
+    if len(value) > max_bytes:
+        msg = f"envelope of {len(value)} bytes is larger than {max_bytes}"
+        raise EnvelopeError(msg, "envelope_too_large")
     try:
         d = orjson.loads(value)
     except orjson.JSONDecodeError as e:
@@ -63,33 +70,20 @@ def decode_raw(value: bytes | str) -> RawPayload:
     if not isinstance(d, dict):
         msg = "envelope is not a JSON object"
         raise EnvelopeError(msg)
-    if d.get("schema_version", RAW_SCHEMA_VERSION) != RAW_SCHEMA_VERSION:
-        msg = f"unsupported schema_version {d.get('schema_version')!r}"
-        raise EnvelopeError(msg)
-    try:
-        feed_id = d["feed_id"]
-        url = d["url"]
-        fetched = iso_to_ms(d["fetched_at"])
-        status = int(d.get("status", 200))
-    except (KeyError, TypeError, ValueError) as e:
-        msg = f"missing or bad field: {e}"
-        raise EnvelopeError(msg) from e
-    if not isinstance(feed_id, str) or not feed_id or not isinstance(url, str):
-        msg = "feed_id/url must be non-empty strings"
-        raise EnvelopeError(msg)
+    fetched = check_envelope(d)
     b64 = d.get("body_b64")
     body: bytes | None = None
     if b64 is not None:
         try:
             body = base64.b64decode(b64, validate=True)
         except (ValueError, TypeError) as e:
-            msg = f"body_b64 is not base64: {e}"
+            msg = f"body_b64 is not base64: {str(e)[:200]}"
             raise EnvelopeError(msg) from e
     return RawPayload(
-        feed_id=feed_id,
-        url=url,
+        feed_id=d["feed_id"],
+        url=d["url"],
         fetched_at_ms=fetched,
-        status=status,
+        status=d.get("status", 200),
         body=body,
         etag=d.get("etag"),
         last_modified=d.get("last_modified"),
@@ -118,6 +112,7 @@ def deadletter_to_dict(d: DeadLetter) -> dict[str, Any]:
         "fetched_at": d.fetched_at,
         "item_index": d.item_index,
         "original_b64": base64.b64encode(d.original).decode("ascii"),
+        **({"original_size": d.original_size} if d.original_size is not None else {}),
     }
 
 
@@ -167,6 +162,8 @@ def article_record(a: Article, info: DedupInfo, seq: str, extra: dict[str, Any] 
         "seen_in": info.seen_in,
         "publishers_seen": len({s.publisher for s in info.seen_in}),
     }
+    if a.truncated:
+        rec["truncated"] = True
     if extra:
         rec.update(extra)
     return rec

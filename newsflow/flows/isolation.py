@@ -1,0 +1,104 @@
+"""Per-item isolation of the flow's stateful steps (issue 10, item 2).
+
+:class:`Isolated` wraps any step's :class:`StatefulLogic`: an unexpected exception while one
+item is processed becomes a ``deadletter`` :class:`Output` (the step as ``stage``, reason
+``internal_error``, the exception type and message, the item's original bytes when it has
+them) and a counter, and the flow goes on with the next item. Snapshots, EOF and
+notifications are the wrapped logic's. The wiring splits the dead letters off to the sinks
+(``op.branch`` on ``isinstance(x, Output)``), so the steps' own message types stay as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import orjson
+from bytewax.operators import StatefulLogic
+
+from newsflow.feeds.normalize import make_deadletter
+from newsflow.flows import metrics
+from newsflow.model.messages import Output
+from newsflow.wire.codec import deadletter_to_dict, dumps
+
+log = logging.getLogger(__name__)
+INTERNAL_ERROR = "internal_error"
+
+
+def original_bytes(item: Any) -> bytes:
+    """The bytes a dead letter keeps of an item: raw input as-is, typed messages as JSON."""
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], bytes | bytearray):
+        return bytes(item[1])  # (seq, raw message) of the parse step
+    try:
+        return orjson.dumps(item, default=repr)
+    except (TypeError, orjson.JSONEncodeError):
+        return repr(item).encode("utf-8", "replace")
+
+
+def _feed_of(item: Any) -> tuple[str | None, int | None]:
+    msg = getattr(item, "message", item)
+    a = getattr(msg, "article", None)
+    fid, ms = getattr(a, "feed_id", None), getattr(a, "fetched_ms", None)
+    if isinstance(fid, str):  # the failing item may be malformed itself: nothing assumed
+        return fid, ms if isinstance(ms, int) else None
+    rec = getattr(msg, "record", None)
+    if isinstance(rec, dict) and isinstance(rec.get("feed_id"), str):
+        return rec["feed_id"], None
+    return None, None
+
+
+def internal_error(stage: str, topic: str, exc: BaseException, item: Any, max_original: int) -> Output:
+    """The dead-letter record of an item whose processing raised ``exc``."""
+    feed_id, fetched_ms = _feed_of(item)
+    dl = make_deadletter(stage, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", original_bytes(item),
+                         feed_id=feed_id, fetched_ms=fetched_ms, max_original=max_original)
+    metrics.DEADLETTERS.labels(stage, INTERNAL_ERROR).inc()
+    log.warning("%s: %s on one item, dead-lettered as %s", stage, type(exc).__name__, dl.dl_id)
+    return Output(topic, dl.dl_id.encode(), dumps(deadletter_to_dict(dl)))
+
+
+class Isolated(StatefulLogic[Any, Any, Any]):
+    """A step's logic whose per-item failures become dead letters instead of stopping the flow."""
+
+    def __init__(self, inner: StatefulLogic[Any, Any, Any], stage: str, topic: str, max_original: int) -> None:
+        self.inner, self.stage, self.topic, self.max_original = inner, stage, topic, max_original
+
+    def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
+        try:
+            out, discard = self.inner.on_item(value)
+            return list(out), discard
+        except Exception as e:  # one item's bug must not stop every partition behind it
+            return [internal_error(self.stage, self.topic, e, value, self.max_original)], StatefulLogic.RETAIN
+
+    def on_notify(self) -> tuple[Iterable[Any], bool]:
+        try:
+            out, discard = self.inner.on_notify()
+            return list(out), discard
+        except Exception as e:
+            return [internal_error(self.stage, self.topic, e, None, self.max_original)], StatefulLogic.RETAIN
+
+    def on_eof(self) -> tuple[Iterable[Any], bool]:
+        try:
+            out, discard = self.inner.on_eof()
+            return list(out), discard
+        except Exception as e:
+            return [internal_error(self.stage, self.topic, e, None, self.max_original)], StatefulLogic.RETAIN
+
+    def notify_at(self) -> datetime | None:
+        return self.inner.notify_at()
+
+    def snapshot(self) -> Any:
+        return self.inner.snapshot()
+
+
+def isolated(stage: str, settings: Any, build: Callable[[Any], StatefulLogic[Any, Any, Any]]
+             ) -> Callable[[Any], Isolated]:
+    """A Bytewax builder for ``op.stateful`` whose logic is :class:`Isolated`."""
+    topic, cap = settings.topics.deadletter, settings.max_deadletter_original_bytes
+
+    def builder(resume: Any) -> Isolated:
+        return Isolated(build(resume), stage, topic, cap)
+
+    return builder

@@ -1,0 +1,43 @@
+"""One bad message can't move event time; a real gap confirmed by two feeds can (issue 10.1)."""
+
+from __future__ import annotations
+
+from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fetched_at
+
+H = 3_600_000
+TOL = 24 * H
+WM = 1_772_431_200_000
+
+
+def test_first_payload_sets_the_clock_and_on_time_or_late_is_accepted() -> None:
+    assert judge_fetched_at(WM, "a", 0, None, tolerance_ms=TOL).accept
+    assert judge_fetched_at(WM - 100 * H, "a", WM, None, tolerance_ms=TOL).accept  # late
+    assert judge_fetched_at(WM + TOL, "a", WM, None, tolerance_ms=TOL).accept  # at the edge
+
+
+def test_one_message_far_ahead_is_rejected_and_remembered() -> None:
+    v = judge_fetched_at(WM + 365 * 24 * H, "bad", WM, None, tolerance_ms=TOL)
+    assert not v.accept and v.reason == FUTURE_FETCHED_AT and v.candidate == JumpCandidate(WM + 365 * 24 * H, "bad")
+    # the next normal payload discards the candidate (-> dead letter); the bad feed repeating
+    # itself confirms nothing
+    normal = judge_fetched_at(WM + H, "a", WM, v.candidate, tolerance_ms=TOL)
+    assert normal.accept and normal.candidate is None and normal.discarded == v.candidate
+    again = judge_fetched_at(WM + 365 * 24 * H + H, "bad", WM, v.candidate, tolerance_ms=TOL)
+    assert not again.accept and again.discarded == v.candidate
+
+
+def test_a_real_gap_is_confirmed_by_a_second_feed() -> None:
+    gap = WM + 7 * 24 * H
+    first = judge_fetched_at(gap, "a", WM, None, tolerance_ms=TOL, seq="0:7", held=b"payload a")
+    assert not first.accept
+    second = judge_fetched_at(gap + 10 * 60_000, "b", WM, first.candidate, tolerance_ms=TOL)
+    assert second.accept and second.candidate is None and second.discarded is None
+    assert second.confirmed == JumpCandidate(gap, "a", "0:7", b"payload a")  # processed after all
+    # a second feed far from the candidate does not confirm it
+    assert not judge_fetched_at(gap + 3 * TOL, "b", WM, first.candidate, tolerance_ms=TOL).accept
+
+
+def test_the_edge_reference_clock_rejects_even_the_first_payload() -> None:
+    v = judge_fetched_at(WM + 2 * TOL, "a", 0, None, tolerance_ms=TOL, reference_ms=WM)
+    assert not v.accept and "edge clock" in v.detail
+    assert judge_fetched_at(WM + H, "a", 0, None, tolerance_ms=TOL, reference_ms=WM).accept

@@ -1,0 +1,50 @@
+"""Per-item isolation (issue 10.2) and the output guard (10.4, 10.6)."""
+
+from __future__ import annotations
+
+import orjson
+from bytewax.operators import StatefulLogic
+
+from newsflow.config import Settings
+from newsflow.flows.isolation import Isolated, isolated
+from newsflow.flows.pipeline import DedupLogic, output_guard
+from newsflow.model.messages import Output, ParsedArticle, Tick
+from newsflow.wire.contracts import validate
+from newsflow.wire.guard import check_record
+
+
+def test_an_item_that_raises_becomes_a_dead_letter_and_the_step_goes_on() -> None:
+    s = Settings()
+    logic = isolated("dedup", s, lambda r: DedupLogic(s, r, False))(None)
+    assert isinstance(logic, Isolated)
+    out, keep = logic.on_item(ParsedArticle("0000:1:00000", "not an article"))  # type: ignore[arg-type]
+    [dl] = out
+    assert isinstance(dl, Output) and dl.topic == s.topics.deadletter and keep is StatefulLogic.RETAIN
+    rec = orjson.loads(dl.value)
+    validate("deadletter", rec)
+    assert (rec["stage"], rec["reason"]) == ("dedup", "internal_error")
+    assert rec["detail"].startswith("AttributeError:") and rec["original_b64"]
+    out, _ = logic.on_item(Tick("0000:2:~", 1_772_431_200_000))  # the next item is processed
+    assert list(out) == [Tick("0000:2:~", 1_772_431_200_000)]
+    assert logic.snapshot() is not None
+
+
+def test_the_guard_cuts_long_articles_and_refuses_invalid_records() -> None:
+    rec = {"schema": "articles", "body_html": "<p>" + "x" * 50_000 + "</p>", "body_text": "y" * 50_000}
+    c = check_record("articles", orjson.dumps(rec), max_bytes=20_000, validate_schema=False)
+    assert c.value is not None and len(c.value) <= 20_000 and orjson.loads(c.value)["truncated"] is True
+    c = check_record("digests", b'{"x":"' + b"z" * 30_000 + b'"}', max_bytes=20_000, validate_schema=False)
+    assert c.value is None and c.reason == "record_too_large"
+    c = check_record("feed-health", orjson.dumps({"schema": "feed-health", "language": 5}), max_bytes=10**6,
+                     validate_schema=True)
+    assert c.value is None and c.reason == "schema_violation"
+
+
+def test_output_guard_turns_a_violation_into_a_sink_dead_letter() -> None:
+    s = Settings(validate_outputs=True)
+    bad = Output(s.topics.feed_health, b"k", orjson.dumps({"schema": "feed-health", "status": "???"}))
+    [dl] = output_guard(s)(bad)
+    rec = orjson.loads(dl.value)
+    assert dl.topic == s.topics.deadletter and (rec["stage"], rec["reason"]) == ("sink", "schema_violation")
+    validate("deadletter", rec)
+    assert output_guard(Settings())(bad) == [bad]  # off by default: only the size is checked
