@@ -156,7 +156,8 @@ def corpus(tmp: Path) -> tuple[list[bytes], list[Case]]:
         b"&a;" * 5_000 + b"</title></item></channel></rss>", articles=None)
     add("xxe-file", {"not_a_feed", "no_items", "no_title_no_body"}, body=b'<?xml version="1.0"?><!DOCTYPE rss '
         b'[<!ENTITY x SYSTEM "file:///etc/passwd">]><rss version="2.0"><channel><title>t</title>'
-        b"<item><title>&x;</title></item></channel></rss>")
+        b"<item><title>&x;</title></item></channel></rss>", articles=None)  # dead letter, or the item with
+    # the entity left unexpanded (the lenient XML repair escapes it): never the file's content
     add("xxe-parameter", {"not_a_feed", "no_items"}, body=b'<?xml version="1.0"?><!DOCTYPE rss [<!ENTITY % p '
         b'SYSTEM "file:///etc/passwd"> %p;]><rss version="2.0"><channel><title>t</title></channel></rss>')
     add("external-dtd", {"not_a_feed", "no_items"}, body=b'<?xml version="1.0"?><!DOCTYPE rss SYSTEM '
