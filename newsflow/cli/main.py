@@ -32,7 +32,8 @@ def ensure_recovery_dir(recovery_dir: str | Path) -> Any:
 
 
 def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: int = 1,
-                  recovery_dir: str | None = None) -> None:
+                  recovery_dir: str | None = None, interactions_path: str | None = None,
+                  profiles: Any = None) -> None:
     """Run the dataflow on a raw-payload archive, writing ``<out_dir>/<topic>.jsonl``.
 
     With ``recovery_dir`` (created on first use), state and input offsets are snapshotted, and a
@@ -45,7 +46,8 @@ def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: 
     from newsflow.flows.pipeline import file_flow
 
     recovery = ensure_recovery_dir(recovery_dir) if recovery_dir else None
-    flow = file_flow(input_path, out_dir, settings, recovery=recovery is not None)
+    flow = file_flow(input_path, out_dir, settings, recovery=recovery is not None,
+                     interactions_path=interactions_path, profiles=profiles)
     epoch = timedelta(seconds=5)
     if workers <= 1:
         run_main(flow, epoch_interval=epoch, recovery_config=recovery)
