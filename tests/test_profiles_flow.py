@@ -122,3 +122,27 @@ def test_replay_with_interactions_is_byte_identical_with_two_workers(week: dict,
     two = _read(tmp_path / "w2")
     for t in TOPICS:
         assert sorted(two[t]) == sorted(week["learn"][t]), t
+
+
+def test_profile_show_prints_configured_and_learned_top_terms(week: dict, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from newsflow.cli.main import main
+
+    toml = tmp_path / "profiles.toml"
+    toml.write_text("""
+[profiles.profile.reader]
+digests = ["evening_recap"]
+categories = ["science"]
+[profiles.profile.reader.topics]
+science = { keywords = ["research", "scientists", "study"], weight = 1.0 }
+sports = { keywords = ["match", "league", "goal", "striker"], weight = 2.0 }
+""")
+    assert main(["profile", "show", "reader", "--profiles", str(toml)]) == 0
+    out = capsys.readouterr().out
+    assert "profile reader (configured)" in out and out.index("leagu") < out.index("research")
+    digests = Path(week["dir"]) / "learn" / "digests.jsonl"
+    assert main(["profile", "show", "reader", "--profiles", str(toml), "--digests", str(digests)]) == 0
+    out = capsys.readouterr().out
+    assert "learned, as of 2026-03-10T18:00:00Z" in out
+    assert out.index("research") < out.index("leagu")
+    assert main(["profile", "show", "ghost", "--profiles", str(toml)]) == 2
