@@ -610,16 +610,20 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
 
 def kafka_flow(
     brokers: list[str], settings: Settings | None = None, *, tail: bool = True,
-    recovery: bool = False, add_config: dict[str, str] | None = None,
+    recovery: bool = False, add_config: dict[str, str] | None = None, profiles: ProfilesConfig | None = None,
 ) -> Dataflow:
     """``feeds.raw`` on Kafka -> the four output topics on Kafka. Event time ticks every
-    ``live_tick_ms`` (live latency); a replay of the same topic gives the same records."""
-    from newsflow.connectors.kafka import kafka_outputs, kafka_raw_input
+    ``live_tick_ms`` (live latency); a replay of the same topic gives the same records. With
+    ``profiles``, the ``interactions`` topic is a second input and profiles learn from it."""
+    from newsflow.connectors.kafka import kafka_interactions_input, kafka_outputs, kafka_raw_input
 
     settings = settings or Settings()
     settings = replace(settings, tick_ms=settings.live_tick_ms)
     flow = Dataflow("newsflow_kafka")
     keyed = kafka_raw_input(flow, brokers, settings, tail=tail, add_config=add_config)
-    outs = newsflow_steps(keyed, settings, recovery=recovery)
+    ix, n_ix = None, 1
+    if profiles is not None:
+        ix, n_ix = kafka_interactions_input(flow, brokers, settings, tail=tail, add_config=add_config)
+    outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles, ix_partitions=n_ix)
     kafka_outputs(outs, brokers, settings, add_config=add_config)
     return flow
