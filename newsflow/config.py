@@ -20,6 +20,8 @@ class Topics:
     digests: str = "digests"
     feed_health: str = "feed-health"
     deadletter: str = "deadletter"
+    #: reader interactions (second input; profiles learn from it): ``schemas/interactions.v1.json``
+    interactions: str = "interactions"
 
 
 @dataclass(frozen=True, slots=True)

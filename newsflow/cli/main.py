@@ -15,7 +15,7 @@ import orjson
 
 #: modules that add their own sub-commands with ``register(subparsers)``
 PLUGINS = ("newsflow.cli.poll", "newsflow.cli.digest", "newsflow.cli.replay", "newsflow.cli.tail",
-           "newsflow.cli.ops")
+           "newsflow.cli.ops", "newsflow.cli.profile")
 
 
 def ensure_recovery_dir(recovery_dir: str | Path) -> Any:
@@ -32,7 +32,8 @@ def ensure_recovery_dir(recovery_dir: str | Path) -> Any:
 
 
 def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: int = 1,
-                  recovery_dir: str | None = None) -> None:
+                  recovery_dir: str | None = None, interactions_path: str | None = None,
+                  profiles: Any = None) -> None:
     """Run the dataflow on a raw-payload archive, writing ``<out_dir>/<topic>.jsonl``.
 
     With ``recovery_dir`` (created on first use), state and input offsets are snapshotted, and a
@@ -45,7 +46,8 @@ def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: 
     from newsflow.flows.pipeline import file_flow
 
     recovery = ensure_recovery_dir(recovery_dir) if recovery_dir else None
-    flow = file_flow(input_path, out_dir, settings, recovery=recovery is not None)
+    flow = file_flow(input_path, out_dir, settings, recovery=recovery is not None,
+                     interactions_path=interactions_path, profiles=profiles)
     epoch = timedelta(seconds=5)
     if workers <= 1:
         run_main(flow, epoch_interval=epoch, recovery_config=recovery)
@@ -97,11 +99,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
         n = write_archive(demo_payloads(), input_path)
         print(f"demo sample: {n} raw payloads from 12 publishers -> {input_path}")
     t0 = time.perf_counter()
-    run_file_flow(input_path, str(out), workers=args.workers, recovery_dir=args.recovery_dir)
+    profiles = None
+    if args.interactions or args.profiles:
+        from newsflow.profiles.config import load_profiles
+
+        profiles = load_profiles(args.profiles)
+    run_file_flow(input_path, str(out), workers=args.workers, recovery_dir=args.recovery_dir,
+                  interactions_path=args.interactions, profiles=profiles)
     dt = time.perf_counter() - t0
     dfile = out / "digests.jsonl"  # absent when the input had no valid payload at all
     digests = [orjson.loads(x) for x in dfile.read_bytes().splitlines()] if dfile.exists() else []
-    chosen = pick_demo_digest(digests)
+    chosen = pick_demo_digest([d for d in digests if "profile" not in d])
     if chosen is not None:
         from newsflow.digest.render import to_html, to_markdown
 
@@ -205,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", help="output directory (default: a new temp dir)")
     d.add_argument("--workers", type=int, default=1)
     d.add_argument("--recovery-dir", help="snapshot state here; a rerun with the same dir resumes")
+    d.add_argument("--interactions", help="JSONL of interactions records: profiles learn from them")
+    d.add_argument("--profiles", help="TOML with a [profiles] table (named profiles, their digests)")
     d.set_defaults(func=cmd_demo)
     r = sub.add_parser("run", help="run the flow on Kafka: feeds.raw -> articles/digests/feed-health/deadletter")
     r.add_argument("--brokers", required=True)

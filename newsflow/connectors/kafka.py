@@ -279,6 +279,24 @@ def kafka_raw_input(
     return op.map("key_by_partition", split.trues, keyed)
 
 
+def kafka_interactions_input(
+    flow: Dataflow, brokers: list[str], settings: Settings, *, tail: bool = True,
+    add_config: dict[str, str] | None = None,
+) -> tuple[Stream[tuple[str, tuple[str, bytes]]], int]:
+    """``interactions`` -> ``(partition key, (seq, value))`` and the number of partitions (the
+    profile step waits for every partition's clock); consumer errors -> dead letters."""
+    src = RawKafkaSource(brokers, settings.topics.interactions, tail=tail, timeout_s=settings.kafka_timeout_s,
+                         add_config=add_config, batch_size=1000)
+    n = len(src.list_parts())
+    items = _raw_source("kafka_interactions_in", flow, src)
+    split = op.branch("kafka_interactions_split", items, lambda m: isinstance(m, KafkaSourceMessage))
+    errs = op.map("kafka_ix_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
+    op.output("kafka_ix_errs_out", errs, ReliableKafkaSink(brokers, {**PRODUCER_CONFIG, **(add_config or {})}))
+    keyed = op.map("key_interactions", split.trues, lambda m: (
+        f"ix{m.partition:04d}", (f"ix{m.partition:04d}:{m.offset:012d}", m.value or b"")))
+    return keyed, n
+
+
 def _error_deadletter(err: Any, settings: Settings) -> Output:
     msg = err.msg
     dl = make_deadletter("envelope", "kafka_error", str(err.err), msg.value or b"", feed_id=None,

@@ -15,7 +15,8 @@ def ensure_topics(brokers: list[str], settings: Settings, partitions: int = 1) -
     t = settings.topics
     existing = set(admin.list_topics(timeout=30).topics)
     new = [NewTopic(n, num_partitions=partitions, replication_factor=1)
-           for n in (t.raw, t.articles, t.digests, t.feed_health, t.deadletter) if n not in existing]
+           for n in (t.raw, t.articles, t.digests, t.feed_health, t.deadletter, t.interactions)
+           if n not in existing]
     if not new:
         return
     for fut in admin.create_topics(new).values():

@@ -59,6 +59,8 @@ from newsflow.model.messages import (
     Output,
     ParsedArticle,
     ParseOutput,
+    ProfileAt,
+    ProfileClock,
     ScoredArticle,
     ShardInput,
     ShardWatermark,
@@ -67,6 +69,9 @@ from newsflow.model.messages import (
     ToShard,
 )
 from newsflow.model.records import Article, DeadLetter, RawPayload
+from newsflow.profiles.config import ProfilesConfig
+from newsflow.profiles.rank import personalize, with_relevance
+from newsflow.profiles.vectors import interest_profile
 from newsflow.wire.codec import (
     EnvelopeError,
     article_record,
@@ -337,6 +342,7 @@ _DIGEST_FIELDS = (
     "key", "article_id", "feed_id", "publisher", "tier", "url", "title", "published_at", "fetched_at",
     "disposition", "revision_no", "story_id", "story_publishers", "importance", "topic_id", "date_uncertain",
     "canonical_url", "preferred", "duplicate_of", "word_count", "story_tiers", "importance_components",
+    "category",
 )
 HOUR = 3_600_000
 
@@ -347,13 +353,17 @@ def digest_view(rec: JsonRecord) -> JsonRecord:
     return d
 
 
-class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
+class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, Snapshot]):
     """Keeps the records of the longest window (hour buckets, expiring on event time) and
     assembles every digest window the watermark closes; at the end of a finite input, the still
-    open windows are emitted with ``final: false``."""
+    open windows are emitted with ``final: false``. Profiles with digest types get their own
+    digests of the same windows, ranked with their relevance as of the window end (assembled
+    when the profile step has reported its weights at that end)."""
 
-    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool) -> None:
+    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool,
+                 profiles: ProfilesConfig | None = None) -> None:
         self.s = settings
+        self.profile_types = {p.name: set(p.digests) for p in (profiles.with_digests if profiles else ())}
         self.recovery = recovery
         self.schedule = settings.digest_schedule()
         self.config = DigestConfig(time_basis="fetched")
@@ -367,8 +377,14 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
         self.source_wm: dict[str, int] = st.get("source_watermarks", {})
         #: per story, when each publisher/tier joined; feeds' reliability (scores at digest time)
         self.coverage: StoryCoverage = st["coverage"] if "coverage" in st else StoryCoverage()
+        #: per profile: its weights at window ends (None: latest), its clock, windows waiting
+        self.profile_at: dict[str, dict[int | None, ProfileAt]] = st.get("profile_at", {})
+        self.profile_clock: dict[str, int] = st.get("profile_clocks", {})
+        self.profile_pending: dict[str, list[DigestWindow]] = st.get("profile_pending", {})
 
-    def on_item(self, value: FromShard) -> tuple[Iterable[Output], bool]:
+    def on_item(self, value: FromShard | ProfileAt | ProfileClock) -> tuple[Iterable[Output], bool]:
+        if isinstance(value, ProfileAt | ProfileClock):
+            return self._on_profile(value), StatefulLogic.RETAIN
         msg = value.message
         if isinstance(msg, ScoredArticle):
             rec = msg.record
@@ -387,8 +403,12 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
         wm = min(self.source_wm.values())
         if self.wm is not None and wm <= self.wm:
             return (), StatefulLogic.RETAIN
-        out = [self._assemble(w, final=True) for w in self._closing(wm)]
+        closing = self._closing(wm)
+        out = [self._assemble(w, final=True) for w in closing]
+        for name, types in self.profile_types.items():
+            self.profile_pending.setdefault(name, []).extend(w for w in closing if w.digest_type in types)
         self.wm = wm
+        out.extend(self._profile_digests())
         self._expire()
         return [o for o in out if o is not None], StatefulLogic.RETAIN
 
@@ -405,6 +425,30 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
         resume = min(min(new) * HOUR, wm) if new else wm
         return self.schedule.closing(self.wm, reach) + self.schedule.closing(max(reach, resume), wm)
 
+    def _on_profile(self, msg: ProfileAt | ProfileClock) -> list[Output]:
+        if isinstance(msg, ProfileClock):
+            self.profile_clock[msg.profile] = max(msg.watermark, self.profile_clock.get(msg.profile, msg.watermark))
+            return []
+        if msg.profile not in self.profile_types:
+            return []
+        self.profile_at.setdefault(msg.profile, {})[msg.as_of] = msg
+        return [o for o in self._profile_digests() if o is not None]
+
+    def _profile_digests(self, *, at_end: bool = False) -> list[Output | None]:
+        """Each profile's closed windows, in order, as soon as its weights at their end are known
+        (at the end of the input: its latest weights)."""
+        out: list[Output | None] = []
+        for name, pending in sorted(self.profile_pending.items()):
+            known = self.profile_at.get(name, {})
+            while pending:
+                p = known.get(pending[0].end_ms) or (known.get(None) if at_end else None)
+                if p is None:
+                    break
+                out.append(self._assemble(pending.pop(0), final=True, profile=p))
+                if p.as_of is not None:
+                    del known[p.as_of]
+        return out
+
     def on_eof(self) -> tuple[Iterable[Output], bool]:
         if self.wm is None:
             return (), StatefulLogic.RETAIN
@@ -413,30 +457,48 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
             if w.digest_type not in latest or w.start_ms > latest[w.digest_type].start_ms:
                 latest[w.digest_type] = w
         out = [self._assemble(w, final=False, skip_empty=True) for w in latest.values()]
+        out.extend(self._profile_digests(at_end=True))
+        for name, types in sorted(self.profile_types.items()):
+            p = self.profile_at.get(name, {}).get(None)
+            if p is not None:
+                out.extend(self._assemble(w, final=False, skip_empty=True, profile=p)
+                           for w in latest.values() if w.digest_type in types)
         return [o for o in out if o is not None], StatefulLogic.RETAIN
 
     def _in(self, store: dict[int, list[JsonRecord]], start: int, end: int) -> list[JsonRecord]:
         return [r for h in sorted(store) if start // HOUR <= h <= end // HOUR for r in store[h]]
 
-    def _assemble(self, w: DigestWindow, *, final: bool, skip_empty: bool = False) -> Output | None:
+    def _assemble(self, w: DigestWindow, *, final: bool, skip_empty: bool = False,
+                  profile: ProfileAt | None = None) -> Output | None:
         recs = self._in(self.buckets, w.start_ms, w.end_ms)
         if skip_empty and not recs:
             return None
+        memory = w.digest_type
+        if profile is not None:  # this profile's relevance ranks its digest
+            ip = interest_profile(dict(profile.weights))
+            recs = [dict(with_relevance(r, ip)) for r in recs]
+            memory = f"{profile.profile}:{w.digest_type}"
         acc = FeedHealthAccumulator()
         for h in self._in(self.health, w.start_ms, w.end_ms):
             if w.start_ms <= iso_to_ms(h["at"]) < w.end_ms:
                 acc.add(h)
-        d = assemble_digest(recs, w, schedule=self.schedule, previous=self.previous.get(w.digest_type),
+        d = assemble_digest(recs, w, schedule=self.schedule, previous=self.previous.get(memory),
                             feed_health=acc.summary(), config=self.config, final=final,
                             coverage=self.coverage)
+        if profile is not None:
+            rel = {r["article_id"]: r["importance_components"]["relevance"] for r in recs
+                   if isinstance(r.get("importance_components"), dict)}
+            d = personalize(d, profile.profile, profile.top_terms, rel)
         if final:
-            self.previous[w.digest_type] = digest_memory(d)
+            self.previous[memory] = digest_memory(d)
         metrics.DIGESTS.labels(w.digest_type).inc()
         return Output(self.s.topics.digests, d["digest_id"].encode(), dumps(d))
 
     def _expire(self) -> None:
         assert self.wm is not None
-        horizon = (self.wm - self.schedule.retention_ms()) // HOUR
+        # profiles' digests still to assemble keep their records
+        clocks = [self.profile_clock.get(n, -1) for n in self.profile_types]
+        horizon = (min([self.wm, *clocks]) - self.schedule.retention_ms()) // HOUR
         for store in (self.buckets, self.health):
             for h in [h for h in store if h < horizon]:
                 del store[h]
@@ -446,6 +508,8 @@ class DigestsLogic(StatefulLogic[FromShard, Output, Snapshot]):
         return make_snapshot(STEP_DIGESTS, {
             "buckets": self.buckets, "health": self.health, "previous": self.previous,
             "watermark": self.wm, "source_watermarks": self.source_wm, "coverage": self.coverage,
+            "profile_at": self.profile_at, "profile_clocks": self.profile_clock,
+            "profile_pending": self.profile_pending,
         }, freeze=self.recovery)
 
 
@@ -461,9 +525,13 @@ def _article_output(topic: str) -> Callable[[tuple[str, StoryOutput]], Output | 
 
 
 def newsflow_steps(
-    raw: Stream[tuple[str, tuple[str, bytes]]], settings: Settings, *, recovery: bool = False
+    raw: Stream[tuple[str, tuple[str, bytes]]], settings: Settings, *, recovery: bool = False,
+    interactions: Stream[tuple[str, tuple[str, bytes]]] | None = None, profiles: ProfilesConfig | None = None,
+    ix_partitions: int = 1,
 ) -> Stream[Output]:
-    """All steps from keyed raw messages ``(partition, (seq, bytes))`` to :class:`Output` records."""
+    """All steps from keyed raw messages ``(partition, (seq, bytes))`` to :class:`Output` records;
+    with keyed ``interactions`` (same shape) and ``profiles``, the profile steps too
+    (``newsflow.flows.profiles``)."""
     parsed = op.stateful(STEP_PARSE, raw, isolated("parse", settings, lambda r: ParseLogic(settings, r, recovery)))
     split = op.branch("split_parse", parsed, lambda kv: isinstance(kv[1], Output))
     direct: Stream[Output] = op.map("parse_outputs", split.trues, lambda kv: kv[1])  # type: ignore[arg-type,return-value]
@@ -480,12 +548,21 @@ def newsflow_steps(
     storied = stories_split.falses
     articles = op.filter_map("article_outputs", storied, _article_output(settings.topics.articles))
     to_digests = op.map("to_digests", storied, lambda kv: (DIGESTS_KEY, FromShard(kv[0], kv[1])))
+    extra: list[Stream[Output]] = []
+    if interactions is not None and profiles is not None:
+        from newsflow.flows.profiles import profile_steps
+
+        dls, learned = profile_steps(storied, interactions, settings, profiles, ix_partitions=ix_partitions,
+                                     recovery=recovery)
+        extra.append(dls)
+        to_digests = op.merge("digests_in", to_digests, op.map("profiles_to_digest_key", learned,
+                                                                 lambda m: (DIGESTS_KEY, m)))
     digests = op.stateful(STEP_DIGESTS, to_digests,
-                          isolated("digests", settings, lambda r: DigestsLogic(settings, r, recovery)))
+                          isolated("digests", settings, lambda r: DigestsLogic(settings, r, recovery, profiles)))
     digest_out = op.map("digest_outputs", digests, lambda kv: kv[1])
     errors = op.map("step_errors", op.merge("merge_step_errors", dedup_split.trues, stories_split.trues),
                     lambda kv: kv[1])
-    outs = op.merge("all_outputs", direct, articles, digest_out, errors)  # type: ignore[arg-type]
+    outs = op.merge("all_outputs", direct, articles, digest_out, errors, *extra)  # type: ignore[arg-type]
     return op.flat_map("guard_outputs", outs, output_guard(settings))
 
 
@@ -509,15 +586,22 @@ def output_guard(settings: Settings) -> Callable[[Output], list[Output]]:
     return guard
 
 
-def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *, recovery: bool = False) -> Dataflow:
-    """Raw-payload archive (file or directory) -> ``<out_dir>/<topic>.jsonl``; no Kafka."""
+def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *, recovery: bool = False,
+              interactions_path: str | None = None, profiles: ProfilesConfig | None = None) -> Dataflow:
+    """Raw-payload archive (file or directory) -> ``<out_dir>/<topic>.jsonl``; no Kafka. With
+    ``interactions_path`` (a JSONL archive of ``interactions`` records), profiles learn."""
     from newsflow.connectors.files import JsonlTopicSink, RawArchiveSource
 
     settings = settings or Settings()
     flow = Dataflow("newsflow_files")
     src = op.input("raw_in", flow, RawArchiveSource(input_path))
     keyed = op.map("key_by_partition", src, lambda item: ("p" + item[0].split(":", 1)[0], item))
-    outs = newsflow_steps(keyed, settings, recovery=recovery)
+    ix = None
+    if interactions_path is not None:
+        ix_src = op.input("interactions_in", flow, RawArchiveSource(interactions_path))
+        ix = op.map("key_interactions", ix_src, lambda item: ("ix" + item[0].split(":", 1)[0], item))
+        profiles = profiles or ProfilesConfig()
+    outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles)
     t = settings.topics
     topics = [t.articles, t.digests, t.feed_health, t.deadletter]
     op.output("files_out", op.map("to_files", outs, lambda o: (o.topic, o.value)), JsonlTopicSink(out_dir, topics))
@@ -526,16 +610,20 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
 
 def kafka_flow(
     brokers: list[str], settings: Settings | None = None, *, tail: bool = True,
-    recovery: bool = False, add_config: dict[str, str] | None = None,
+    recovery: bool = False, add_config: dict[str, str] | None = None, profiles: ProfilesConfig | None = None,
 ) -> Dataflow:
     """``feeds.raw`` on Kafka -> the four output topics on Kafka. Event time ticks every
-    ``live_tick_ms`` (live latency); a replay of the same topic gives the same records."""
-    from newsflow.connectors.kafka import kafka_outputs, kafka_raw_input
+    ``live_tick_ms`` (live latency); a replay of the same topic gives the same records. With
+    ``profiles``, the ``interactions`` topic is a second input and profiles learn from it."""
+    from newsflow.connectors.kafka import kafka_interactions_input, kafka_outputs, kafka_raw_input
 
     settings = settings or Settings()
     settings = replace(settings, tick_ms=settings.live_tick_ms)
     flow = Dataflow("newsflow_kafka")
     keyed = kafka_raw_input(flow, brokers, settings, tail=tail, add_config=add_config)
-    outs = newsflow_steps(keyed, settings, recovery=recovery)
+    ix, n_ix = None, 1
+    if profiles is not None:
+        ix, n_ix = kafka_interactions_input(flow, brokers, settings, tail=tail, add_config=add_config)
+    outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles, ix_partitions=n_ix)
     kafka_outputs(outs, brokers, settings, add_config=add_config)
     return flow

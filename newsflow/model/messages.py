@@ -104,3 +104,61 @@ ShardInput = ParsedArticle | HealthReport | Tick
 DedupOutput = Deduped | HealthReport | Tick
 StoryOutput = ScoredArticle | HealthReport | ShardWatermark
 ParseOutput = Output | ToShard
+
+
+# ---------------------------------------------------------------- interest profiles (issue 13)
+@dataclass(frozen=True, slots=True)
+class Interaction:
+    """A reader's interaction, checked: ``target`` is ``"article"`` or ``"story"``;
+    ``at_ms`` is its event time, raised to its input partition's watermark (deterministic order)."""
+
+    seq: str
+    profile_id: str
+    target: str
+    target_id: str
+    action: str
+    at_ms: int
+    dwell_s: float | None = None
+    raw: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionClock:
+    """The interactions input partition ``partition`` has read everything up to ``watermark``."""
+
+    partition: str
+    watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArticleVector:
+    """An article's profile vector (``newsflow.profiles.vectors``), broadcast to profile keys."""
+
+    article_id: str
+    story_id: str | None
+    fetched_ms: int
+    terms: tuple[tuple[int, float], ...]
+    names: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileAt:
+    """A profile's weights as of event time ``as_of`` (a digest window's end; ``None``: the
+    latest, at the end of a finite input), with its top terms for display."""
+
+    profile: str
+    as_of: int | None
+    weights: tuple[tuple[int, float], ...]
+    top_terms: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileClock:
+    """A profile applied every interaction before ``watermark``."""
+
+    profile: str
+    watermark: int
+
+
+ProfileInput = Interaction | InteractionClock | ArticleVector | FromShard
+ProfileOutput = Output | ProfileAt | ProfileClock

@@ -191,3 +191,21 @@ def health_record(
 def dumps(obj: Any) -> bytes:
     """Deterministic JSON bytes (dataclasses in declaration order, dict keys as built)."""
     return orjson.dumps(obj)
+
+
+def interaction_record(profile_id: str, action: str, at_ms: int, *, article_id: str | None = None,
+                       story_id: str | None = None, dwell_s: float | None = None,
+                       interaction_id: str | None = None) -> dict[str, Any]:
+    """An ``interactions`` v1 record (what a reader app publishes; key: ``profile_id``)."""
+    rec: dict[str, Any] = {"schema": "interactions", "schema_version": 1, "profile_id": profile_id}
+    if interaction_id is not None:
+        rec["interaction_id"] = interaction_id
+    if article_id is not None:
+        rec["article_id"] = article_id
+    if story_id is not None:
+        rec["story_id"] = story_id
+    rec["action"] = action
+    if dwell_s is not None:
+        rec["dwell_s"] = dwell_s
+    rec["at"] = ms_to_iso(at_ms)
+    return rec

@@ -18,6 +18,7 @@ TOPIC_SCHEMAS = {
     "digests": "digests.v1.json",
     "feed-health": "feed-health.v1.json",
     "deadletter": "deadletter.v1.json",
+    "interactions": "interactions.v1.json",
 }
 
 

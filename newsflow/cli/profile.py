@@ -1,0 +1,60 @@
+"""``newsflow profile show NAME [--profiles TOML] [--digests FILE.jsonl] [--top N]``.
+
+Prints a profile's top terms: as configured (its subscriptions as a vector), or, with
+``--digests``, as learned — the top terms carried by the profile's latest digest in a dump of
+the ``digests`` topic (``newsflow demo --interactions ... --out DIR`` writes ``DIR/digests.jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import orjson
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from newsflow.profiles.config import load_profiles
+    from newsflow.profiles.state import ProfileState
+
+    cfg = load_profiles(args.profiles)
+    spec = cfg.get(args.name)
+    if spec is None:
+        print(f"no profile {args.name!r}; configured: {', '.join(cfg.names)}", file=sys.stderr)
+        return 2
+    terms: list[tuple[str, float]]
+    source = "configured"
+    if args.digests:
+        latest: dict[str, Any] | None = None
+        with open(args.digests, "rb") as f:
+            for line in f:
+                if line.strip():
+                    d = orjson.loads(line)
+                    if (d.get("profile") or {}).get("id") == args.name and (
+                            latest is None or d["window_end"] >= latest["window_end"]):
+                        latest = d
+        if latest is None:
+            print(f"no digest of profile {args.name!r} in {args.digests}", file=sys.stderr)
+            return 1
+        terms = [(t["term"], t["weight"]) for t in latest["profile"]["top_terms"]]
+        source = f"learned, as of {latest['window_end']}"
+    else:
+        terms = ProfileState.from_spec(spec).top_terms(None, cfg.rates, args.top)
+    print(f"profile {spec.name} ({source}); digests: {', '.join(spec.digests) or 'none'}")
+    if not terms:
+        print("  (no terms: relevance is the neutral 50)")
+    for term, w in terms[: args.top]:
+        print(f"  {w:+8.4f}  {term}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("profile", help="interest profiles: show a profile's top terms")
+    ps = p.add_subparsers(dest="profile_cmd", required=True)
+    s = ps.add_parser("show", help="a profile's top terms (configured, or learned with --digests)")
+    s.add_argument("name")
+    s.add_argument("--profiles", help="TOML with a [profiles] table (default: only 'default')")
+    s.add_argument("--digests", help="a digests dump: show the terms learned as of the profile's latest digest")
+    s.add_argument("--top", type=int, default=15)
+    s.set_defaults(func=cmd_show)

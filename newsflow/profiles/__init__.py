@@ -1,0 +1,13 @@
+"""Interest profiles that learn (000 Step 4 relevance, 001 "User Interest Profile").
+
+Pure logic, no Bytewax, no Kafka, no wall clock:
+
+* :mod:`.config` — named profiles from explicit subscriptions (topics as weighted keyword lists,
+  feed categories, publishers) and the learning rates;
+* :mod:`.vectors` — the one article vector: stem hashes of title x2 + first 200 words (the space
+  of :func:`newsflow.scoring.importance.relevance_score`) plus ``category:`` / ``publisher:``
+  meta terms, sublinear TF, L2-normalized;
+* :mod:`.state` — a profile's live weights, the update rules (read/save toward, skip/hide away)
+  and the event-time decay (10 % per week of every weight not engaged);
+* :mod:`.interactions` — parsing and checking ``interactions`` records.
+"""

@@ -1,0 +1,155 @@
+"""Profile configuration: named profiles built from explicit subscriptions.
+
+Kept in its own dataclasses (not yet in ``newsflow.config``) so it can move into the settings
+tree as one ``profiles`` section. TOML form (``[profiles]`` table of a settings file or its own
+file)::
+
+    [profiles.rates]          # optional; the defaults are documented on ProfileRates
+    read = 0.2
+
+    [profiles.profile.science]
+    digests = ["morning", "evening"]          # asks for its own digests (profile:type:start)
+    categories = ["science"]
+    publishers = ["Nature"]
+    [profiles.profile.science.topics]
+    space = { keywords = ["nasa", "rocket", "orbit"], weight = 1.0 }
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PROFILE = "default"
+WEEK_MS = 7 * 24 * 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSubscription:
+    """A topic the reader follows: keywords (phrases; every stem counts) with one weight."""
+
+    name: str
+    keywords: tuple[str, ...]
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileSpec:
+    """One named profile: explicit subscriptions and the digest types it wants for itself."""
+
+    name: str
+    topics: tuple[TopicSubscription, ...] = ()
+    categories: tuple[str, ...] = ()
+    publishers: tuple[str, ...] = ()
+    #: weight of a subscribed category / publisher meta term
+    meta_weight: float = 1.0
+    #: digest types (``morning``, ``rolling``, ...) delivered for this profile; empty: none
+    digests: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.topics or self.categories or self.publishers)
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileRates:
+    """Learning rates (Rocchio-style steps on L2-normalized article vectors).
+
+    A ``read`` adds ``read`` x the article vector (more with dwell time: x ``1 + dwell_bonus``
+    when the reader stayed ``dwell_full_s`` or longer, linearly in between), ``save`` adds
+    ``save`` x it; ``skip`` subtracts ``skip`` x it, ``hide`` ``hide`` x it. Every weight not
+    engaged by an interaction decays by ``decay_per_week`` (10 %, 001) per week of event time
+    since it was last engaged, towards 0 (neutral)."""
+
+    read: float = 0.20
+    save: float = 0.40
+    skip: float = 0.10
+    hide: float = 0.40
+    dwell_full_s: float = 60.0
+    dwell_bonus: float = 0.5
+    decay_per_week: float = 0.10
+    #: terms kept per profile (largest |weight| first): bounded state
+    max_terms: int = 2000
+    #: article vectors kept for joining interactions (event time after the article's fetch)
+    article_ttl_ms: int = 7 * 24 * 3_600_000
+    #: and at most this many per profile key (oldest dropped first)
+    max_articles: int = 200_000
+
+    def step(self, action: str, dwell_s: float | None) -> float:
+        """Signed step of an action: positive toward the article, negative away."""
+        if action == "read":
+            bonus = 0.0
+            if dwell_s is not None and self.dwell_full_s > 0:
+                bonus = self.dwell_bonus * min(1.0, max(0.0, dwell_s) / self.dwell_full_s)
+            return self.read * (1.0 + bonus)
+        if action == "save":
+            return self.save
+        if action == "skip":
+            return -self.skip
+        if action == "hide":
+            return -self.hide
+        msg = f"unknown action {action!r}"
+        raise ValueError(msg)
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilesConfig:
+    profiles: tuple[ProfileSpec, ...] = (ProfileSpec(DEFAULT_PROFILE),)
+    rates: ProfileRates = field(default_factory=ProfileRates)
+
+    def get(self, name: str) -> ProfileSpec | None:
+        for p in self.profiles:
+            if p.name == name:
+                return p
+        return None
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.profiles]
+
+    @property
+    def with_digests(self) -> list[ProfileSpec]:
+        return [p for p in self.profiles if p.digests]
+
+
+def _spec(name: str, d: Mapping[str, Any]) -> ProfileSpec:
+    known = {"topics", "categories", "publishers", "meta_weight", "digests"}
+    extra = set(d) - known
+    if extra:
+        msg = f"profile {name!r}: unknown keys {sorted(extra)}"
+        raise ValueError(msg)
+    topics = []
+    for tname, t in sorted((d.get("topics") or {}).items()):
+        if isinstance(t, list):
+            t = {"keywords": t}
+        topics.append(TopicSubscription(tname, tuple(str(k) for k in t.get("keywords", ())),
+                                        float(t.get("weight", 1.0))))
+    return ProfileSpec(
+        name=name, topics=tuple(topics),
+        categories=tuple(str(c) for c in d.get("categories", ())),
+        publishers=tuple(str(p) for p in d.get("publishers", ())),
+        meta_weight=float(d.get("meta_weight", 1.0)),
+        digests=tuple(str(x) for x in d.get("digests", ())),
+    )
+
+
+def profiles_from_dict(data: Mapping[str, Any]) -> ProfilesConfig:
+    """``{"rates": {...}, "profile": {NAME: {...}}}`` -> :class:`ProfilesConfig`; a ``default``
+    profile (no subscriptions: relevance stays the seed's neutral 50) is added when missing."""
+    specs = {name: _spec(name, d) for name, d in sorted((data.get("profile") or {}).items())}
+    specs.setdefault(DEFAULT_PROFILE, ProfileSpec(DEFAULT_PROFILE))
+    rates = ProfileRates(**dict(data.get("rates") or {}))
+    ordered = [specs.pop(DEFAULT_PROFILE), *specs.values()]
+    return ProfilesConfig(profiles=tuple(ordered), rates=rates)
+
+
+def load_profiles(path: str | Path | None) -> ProfilesConfig:
+    """Profiles of a TOML file (its ``[profiles]`` table, or ``[newsflow.profiles]``)."""
+    if path is None:
+        return ProfilesConfig()
+    data = tomllib.loads(Path(path).read_text())
+    data = data.get("newsflow", data)
+    return profiles_from_dict(data.get("profiles") or {})

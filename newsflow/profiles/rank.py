@@ -1,0 +1,32 @@
+"""Ranking a digest for one profile: relevance from the profile's live weights replaces the
+neutral component of every scored record, and the digest says whose it is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from newsflow.profiles.vectors import relevance
+from newsflow.scoring.importance import COMPONENTS, InterestProfile, weighted_importance
+
+
+def with_relevance(rec: Mapping[str, Any], profile: InterestProfile | None) -> Mapping[str, Any]:
+    """The record with ``importance_components.relevance`` from ``profile`` and the importance
+    re-weighted (records without components, i.e. not scored, are returned as they are)."""
+    comps = rec.get("importance_components")
+    if not isinstance(comps, Mapping) or not all(c in comps for c in COMPONENTS):
+        return rec
+    new = dict(comps)
+    new["relevance"] = relevance(rec, profile)
+    return {**rec, "importance_components": new, "importance": round(weighted_importance(new), 2)}
+
+
+def personalize(digest: dict[str, Any], profile: str, top_terms: Sequence[tuple[str, float]],
+                relevance_of: Mapping[str, float]) -> dict[str, Any]:
+    """Key ``profile:type:window_start``; the profile's top terms; each item's lead relevance."""
+    digest["digest_id"] = f"{profile}:{digest['digest_id']}"
+    digest["profile"] = {"id": profile, "top_terms": [{"term": t, "weight": w} for t, w in top_terms]}
+    for s in digest.get("sections") or ():
+        for it in s.get("items") or ():
+            it["relevance"] = relevance_of.get(it["lead"]["article_id"])
+    return digest

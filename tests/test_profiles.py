@@ -1,0 +1,137 @@
+"""Pure profile logic (newsflow.profiles): subscriptions -> vector, update rules, decay, the
+seed's relevance rules, interaction checking."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from newsflow.profiles.config import (
+    WEEK_MS,
+    ProfileRates,
+    ProfileSpec,
+    TopicSubscription,
+    profiles_from_dict,
+)
+from newsflow.profiles.interactions import InteractionError, parse_interaction
+from newsflow.profiles.rank import with_relevance
+from newsflow.profiles.state import ProfileState
+from newsflow.profiles.vectors import article_vector, interest_profile, relevance, seed_vector
+from newsflow.text.tokenize import token_hash
+from newsflow.wire.codec import interaction_record
+
+SCI = {"title": "Astronomers detect water on a distant exoplanet", "body_text": "The telescope study ...",
+       "category": "science", "publisher": "Science Daily"}
+SPORT = {"title": "Rovers beat United in the league derby", "body_text": "The striker scored twice ...",
+         "category": "sports", "publisher": "Sports Wire"}
+RATES = ProfileRates()
+
+
+def test_subscriptions_make_a_vector_in_the_articles_space() -> None:
+    spec = ProfileSpec("s", topics=(TopicSubscription("space", ("exoplanet", "telescopes"), 2.0),),
+                       categories=("Science",), publishers=("Science Daily",))
+    vec, _names = seed_vector(spec)
+    assert vec[token_hash("exoplanet")] == 2.0 and vec[token_hash("telescop")] == 2.0  # Porter stems
+    assert vec[token_hash("category:science")] == 1.0 and vec[token_hash("publisher:science daily")] == 1.0
+    art, _ = article_vector(SCI)
+    assert token_hash("exoplanet") in art and token_hash("category:science") in art
+    assert relevance(SCI, interest_profile(vec)) > relevance(SPORT, interest_profile(vec)) == 0.0
+
+
+def test_relevance_rules_of_the_seed() -> None:
+    assert relevance(SCI, None) == 50.0  # no profile: neutral 50
+    assert relevance(SCI, interest_profile({})) == 50.0  # an all-zero profile is no profile
+    own, _ = article_vector(SCI)
+    assert relevance(SCI, interest_profile(own)) == 100.0  # cosine 1 x 100
+    assert relevance(SCI, interest_profile({h: -w for h, w in own.items()})) == 0.0  # clamped at 0
+    half = relevance(SCI, interest_profile({next(iter(own)): 1.0}))
+    assert 0.0 < half < 100.0
+
+
+def test_scored_records_get_the_profile_relevance_and_a_new_importance() -> None:
+    comps = {"authority": 80.0, "recency": 100.0, "corroboration": 25.0, "relevance": 50.0, "depth": 20.0}
+    rec = {**SCI, "importance": 58.0, "importance_components": comps}
+    p = interest_profile(article_vector(SCI)[0])
+    out = with_relevance(rec, p)
+    assert out["importance_components"]["relevance"] == 100.0
+    assert out["importance"] == pytest.approx(58.0 + 0.2 * 50.0)  # 0.25*80 + 0.2*100 + 0.2*25 + 0.2*100 + 0.15*20
+    assert with_relevance({"title": "x"}, p) == {"title": "x"}  # not scored: unchanged
+
+
+def test_read_moves_toward_skip_away_with_documented_rates() -> None:
+    st = ProfileState("r")
+    v, names = article_vector(SCI)
+    st.apply("read", v, 0, RATES, names=names)
+    h = token_hash("exoplanet")
+    assert st.weight_at(h, 0, RATES) == pytest.approx(RATES.read * v[h])
+    st.apply("save", v, 0, RATES)
+    assert st.weight_at(h, 0, RATES) == pytest.approx((RATES.read + RATES.save) * v[h])
+    w, _ = article_vector(SPORT)
+    st.apply("skip", w, 0, RATES)
+    st.apply("hide", w, 0, RATES)
+    g = token_hash("derbi")
+    assert st.weight_at(g, 0, RATES) == pytest.approx(-(RATES.skip + RATES.hide) * w[g])
+    long_read = ProfileState("d")
+    long_read.apply("read", v, 0, RATES, dwell_s=600)
+    assert long_read.weight_at(h, 0, RATES) == pytest.approx(RATES.read * 1.5 * v[h])  # dwell bonus capped
+    assert next(t for t, _ in st.top_terms(0, RATES, 3)) in {"exoplanet", "astronom", "detect", "distant", "water"}
+
+
+def test_unengaged_weights_decay_ten_percent_per_week_back_toward_neutral() -> None:
+    st = ProfileState.from_spec(ProfileSpec("x", topics=(TopicSubscription("t", ("league",), 1.0),)))
+    v, _ = article_vector(SPORT)
+    st.apply("hide", v, 0, RATES)  # a hidden sport: negative weights
+    g = token_hash("derbi")
+    w0 = st.weight_at(g, 0, RATES)
+    assert w0 < 0
+    assert st.weight_at(g, WEEK_MS, RATES) == pytest.approx(0.9 * w0)
+    assert st.weight_at(g, 8 * WEEK_MS, RATES) == pytest.approx(0.9**8 * w0)  # back toward 0
+    # an engaged term does not decay: reading science at week 4 refreshes its terms only
+    s, _ = article_vector(SCI)
+    st.apply("read", s, 4 * WEEK_MS, RATES)
+    h = token_hash("exoplanet")
+    assert st.weight_at(h, 4 * WEEK_MS, RATES) == pytest.approx(RATES.read * s[h])
+    assert st.weight_at(g, 4 * WEEK_MS, RATES) == pytest.approx(0.9**4 * w0)
+    # weights that fade together keep their direction (cosine): only the neglected one loses
+    # ground against what the reader keeps engaging
+    share = lambda t: abs(st.weight_at(g, t, RATES)) / abs(st.weight_at(h, t, RATES))  # noqa: E731
+    st.apply("read", s, 8 * WEEK_MS, RATES)
+    assert share(8 * WEEK_MS) < share(4 * WEEK_MS)
+
+
+def test_state_is_bounded() -> None:
+    rates = ProfileRates(max_terms=5)
+    st = ProfileState("b")
+    st.apply("read", article_vector(SCI)[0], 0, rates)
+    st.apply("read", article_vector(SPORT)[0], 1, rates)
+    assert len(st.terms) == 5
+
+
+def test_interactions_are_checked() -> None:
+    ok = orjson.dumps(interaction_record("reader", "read", 1_000, article_id="a1", dwell_s=3.5))
+    ix = parse_interaction("0:1", ok, {"reader"})
+    assert (ix.profile_id, ix.target, ix.target_id, ix.action, ix.at_ms, ix.dwell_s) == (
+        "reader", "article", "a1", "read", 1_000, 3.5)
+    st = parse_interaction("0:2", orjson.dumps(interaction_record("reader", "hide", 0, story_id="s1")), {"reader"})
+    assert (st.target, st.target_id) == ("story", "s1")
+    bad = [
+        (b"{", "malformed_interaction"),
+        (orjson.dumps({**orjson.loads(ok), "action": "like"}), "malformed_interaction"),
+        (orjson.dumps({**orjson.loads(ok), "story_id": "s"}), "malformed_interaction"),  # both ids
+        (orjson.dumps({k: v for k, v in orjson.loads(ok).items() if k != "at"}), "malformed_interaction"),
+        (orjson.dumps({**orjson.loads(ok), "dwell_s": -1}), "malformed_interaction"),
+        (orjson.dumps({**orjson.loads(ok), "profile_id": "ghost"}), "unknown_profile"),
+    ]
+    for raw, reason in bad:
+        with pytest.raises(InteractionError) as e:
+            parse_interaction("0:3", raw, {"reader"})
+        assert e.value.reason == reason, raw
+
+
+def test_profiles_config() -> None:
+    cfg = profiles_from_dict({"rates": {"read": 0.3},
+                              "profile": {"sci": {"topics": {"space": ["nasa", "orbit"]}, "digests": ["rolling"]}}})
+    assert cfg.names == ["default", "sci"] and cfg.rates.read == 0.3
+    assert cfg.get("default").empty and [p.name for p in cfg.with_digests] == ["sci"]
+    with pytest.raises(ValueError, match="unknown keys"):
+        profiles_from_dict({"profile": {"x": {"topic": {}}}})

@@ -1,0 +1,148 @@
+"""Interest profiles in the flow (issue 13): a simulated reader who reads science and skips
+sports for a week; the profile's own digests re-rank, the default digests do not move, and a
+replay is byte-identical (also with 2 workers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from newsflow.cli.main import run_file_flow
+from newsflow.connectors.files import write_archive
+from newsflow.profiles.config import profiles_from_dict
+from newsflow.samples.reader_week import reader_interactions, week_payloads
+from newsflow.wire.contracts import validate
+
+TOPICS = ("articles", "digests", "feed-health", "deadletter")
+SUBSCRIPTIONS = {"digests": ["evening_recap"],
+                 "topics": {"science": {"keywords": ["research", "scientists", "study"], "weight": 1.0},
+                            "sports": {"keywords": ["match", "league", "goal", "striker"], "weight": 2.0}}}
+PROFILES = profiles_from_dict({"profile": {
+    "reader": SUBSCRIPTIONS,
+    "twin": SUBSCRIPTIONS,  # the same subscriptions, no interactions: what the reader had before
+    "other": {"digests": ["evening_recap"], "categories": ["news"]},
+}})
+
+
+def _read(out: Path) -> dict[str, list[bytes]]:
+    return {t: (out / f"{t}.jsonl").read_bytes().splitlines() if (out / f"{t}.jsonl").exists() else []
+            for t in TOPICS}
+
+
+@pytest.fixture(scope="module")
+def week(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    d = tmp_path_factory.mktemp("week")
+    archive = d / "feeds.raw.jsonl"
+    write_archive(week_payloads(), archive)
+    run_file_flow(str(archive), str(d / "plain"))
+    plain = _read(d / "plain")
+    arts = [orjson.loads(x) for x in plain["articles"]]
+    ix = reader_interactions(arts)
+    bad = [b'{"not json', orjson.dumps({**ix[0], "action": "like"}),
+           orjson.dumps({**ix[0], "profile_id": "nobody"}), orjson.dumps({**ix[0], "article_id": "no-such-article"})]
+    ix_path = d / "interactions.jsonl"
+    ix_path.write_bytes(b"\n".join([orjson.dumps(r) for r in ix] + bad) + b"\n")
+    run_file_flow(str(archive), str(d / "learn"), interactions_path=str(ix_path), profiles=PROFILES)
+    return {"dir": d, "archive": archive, "ix": ix_path, "plain": plain, "learn": _read(d / "learn"),
+            "category": {a["article_id"]: a["category"] for a in arts}, "n_ix": len(ix)}
+
+
+def _digests(lines: list[bytes], prefix: str | None) -> list[dict]:
+    ds = [orjson.loads(x) for x in lines]
+    if prefix is None:
+        return [d for d in ds if "profile" not in d]
+    return [d for d in ds if d.get("profile", {}).get("id") == prefix]
+
+
+def _top(d: dict, category: dict[str, str], n: int = 5) -> list[str]:
+    """Categories of the first ``n`` leads of a digest."""
+    return [category[it["lead"]["article_id"]] for s in d["sections"] for it in s["items"]][:n]
+
+
+def test_every_record_validates_and_interactions_validate(week: dict) -> None:
+    for topic, lines in week["learn"].items():
+        for line in lines:
+            validate(topic, line)
+    for line in Path(week["ix"]).read_bytes().splitlines()[: week["n_ix"]]:
+        validate("interactions", line)
+
+
+def test_default_digests_are_unchanged_by_interactions(week: dict) -> None:
+    assert _digests(week["learn"]["digests"], None) == _digests(week["plain"]["digests"], None)
+    assert week["learn"]["articles"] == week["plain"]["articles"]
+
+
+def test_reader_profile_learns_science_up_sports_down(week: dict) -> None:
+    mine = [d for d in _digests(week["learn"]["digests"], "reader") if d["final"]]
+    assert len(mine) >= 6
+    assert all(d["digest_id"].startswith("reader:evening_recap:") for d in mine)
+    twin = [d for d in _digests(week["learn"]["digests"], "twin") if d["final"]]
+    assert [d["window_start"] for d in twin] == [d["window_start"] for d in mine]
+    cat = week["category"]
+    # without clicks, the subscriptions rank sports first every day
+    assert all(_top(d, cat)[0] == "sports" for d in twin), [_top(d, cat) for d in twin]
+    # the reader's clicks: science rises, sports falls out of the top five
+    assert _top(mine[-1], cat) == ["science"] * 5, _top(mine[-1], cat)
+    science = [_top(d, cat).count("science") for d in mine]
+    sports = [_top(d, cat).count("sports") for d in mine]
+    assert science[-1] > science[0] and sports[-1] < sports[0], (science, sports)
+    for d, t in zip(mine, twin, strict=True):
+        assert _top(d, cat).count("science") >= _top(t, cat).count("science")
+    rel = {c: [it["relevance"] for s in mine[-1]["sections"] for it in s["items"]
+               if week["category"][it["lead"]["article_id"]] == c] for c in ("science", "sports")}
+    rel0 = {c: [it["relevance"] for s in twin[-1]["sections"] for it in s["items"]
+                if week["category"][it["lead"]["article_id"]] == c] for c in ("science", "sports")}
+    assert min(rel["science"]) > max(rel["sports"])
+    assert sum(rel["sports"]) / len(rel["sports"]) < sum(rel0["sports"]) / len(rel0["sports"])
+    terms = [t["term"] for t in mine[-1]["profile"]["top_terms"]]
+    assert "research" in terms[:5] or "scientist" in terms[:5], terms
+
+
+def test_other_profile_gets_a_different_digest(week: dict) -> None:
+    reader = {d["window_start"]: d for d in _digests(week["learn"]["digests"], "reader")}
+    other = {d["window_start"]: d for d in _digests(week["learn"]["digests"], "other")}
+    assert reader.keys() == other.keys()
+    last = max(reader)
+    lead = lambda d: [it["lead"]["article_id"] for s in d["sections"] for it in s["items"]]  # noqa: E731
+    assert lead(reader[last]) != lead(other[last])
+    assert week["category"][lead(other[last])[0]] == "news"
+
+
+def test_bad_interactions_become_dead_letters(week: dict) -> None:
+    dls = [orjson.loads(x) for x in week["learn"]["deadletter"]]
+    reasons = sorted(d["reason"] for d in dls if d["stage"] == "interactions")
+    assert reasons == ["malformed_interaction", "malformed_interaction", "unknown_article", "unknown_profile"]
+
+
+def test_replay_with_interactions_is_byte_identical_with_two_workers(week: dict, tmp_path: Path) -> None:
+    run_file_flow(str(week["archive"]), str(tmp_path / "w2"), workers=2, interactions_path=str(week["ix"]),
+                  profiles=PROFILES)
+    two = _read(tmp_path / "w2")
+    for t in TOPICS:
+        assert sorted(two[t]) == sorted(week["learn"][t]), t
+
+
+def test_profile_show_prints_configured_and_learned_top_terms(week: dict, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from newsflow.cli.main import main
+
+    toml = tmp_path / "profiles.toml"
+    toml.write_text("""
+[profiles.profile.reader]
+digests = ["evening_recap"]
+categories = ["science"]
+[profiles.profile.reader.topics]
+science = { keywords = ["research", "scientists", "study"], weight = 1.0 }
+sports = { keywords = ["match", "league", "goal", "striker"], weight = 2.0 }
+""")
+    assert main(["profile", "show", "reader", "--profiles", str(toml)]) == 0
+    out = capsys.readouterr().out
+    assert "profile reader (configured)" in out and out.index("leagu") < out.index("research")
+    digests = Path(week["dir"]) / "learn" / "digests.jsonl"
+    assert main(["profile", "show", "reader", "--profiles", str(toml), "--digests", str(digests)]) == 0
+    out = capsys.readouterr().out
+    assert "learned, as of 2026-03-10T18:00:00Z" in out
+    assert out.index("research") < out.index("leagu")
+    assert main(["profile", "show", "ghost", "--profiles", str(toml)]) == 2

@@ -1,0 +1,74 @@
+"""Interest profiles on a REAL Kafka broker: the README's producer example publishes a reader's
+clicks to ``interactions``; the flow reads ``feeds.raw`` + ``interactions`` and the profile's
+digests equal the file-mode run's (event time only: the same records)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+from bytewax.testing import run_main
+
+from newsflow.cli.main import run_file_flow
+from newsflow.config import Settings, Topics
+from newsflow.connectors.files import write_archive
+from newsflow.connectors.topics import ensure_topics, produce_values
+from newsflow.flows.pipeline import kafka_flow
+from newsflow.samples.reader_week import reader_interactions, week_payloads
+from newsflow.wire.codec import encode_raw
+from newsflow.wire.contracts import validate
+from tests.kafka_fixture import consume_all
+from tests.test_profiles_flow import PROFILES
+
+pytestmark = pytest.mark.kafka
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_producer() -> str:
+    m = re.search(r"<!-- interactions-producer -->\n```python\n(.*?)```", README.read_text(), re.S)
+    assert m, "the README's interactions producer example is missing"
+    return m.group(1)
+
+
+def test_readme_producer_feeds_profiles_on_kafka(kafka_bootstrap: str, tmp_path: Path) -> None:
+    payloads = week_payloads(days=3)
+    archive = tmp_path / "feeds.raw.jsonl"
+    write_archive(payloads, archive)
+    run_file_flow(str(archive), str(tmp_path / "plain"))
+    arts = [orjson.loads(x) for x in (tmp_path / "plain" / "articles.jsonl").read_bytes().splitlines()]
+    clicks = [{"profile_id": r["profile_id"], "article_id": r["article_id"], "action": r["action"],
+               "at": r["at"], "dwell_s": r.get("dwell_s")} for r in reader_interactions(arts)]
+    assert len(clicks) > 20
+
+    suffix = uuid.uuid4().hex[:8]
+    names = ("feeds.raw", "articles", "digests", "feed-health", "deadletter", "interactions")
+    topics = Topics(*(f"{n}.{suffix}" for n in names))
+    settings = replace(Settings(), topics=topics)
+    brokers = [kafka_bootstrap]
+    ensure_topics(brokers, settings)
+    assert produce_values(brokers, topics.raw, [encode_raw(p)[1] for p in payloads]) == len(payloads)
+    exec(readme_producer(), {"BOOTSTRAP": kafka_bootstrap, "TOPIC": topics.interactions, "CLICKS": clicks})
+    published = consume_all(kafka_bootstrap, topics.interactions)
+    assert len(published) == len(clicks)
+    for m in published:
+        validate("interactions", m.value())
+        assert m.key() == b"reader"
+
+    run_main(kafka_flow(brokers, settings, tail=False, profiles=PROFILES), epoch_interval=timedelta(seconds=5))
+    got = [orjson.loads(m.value()) for m in consume_all(kafka_bootstrap, topics.digests)]
+    mine = sorted((d["digest_id"], d["sections"]) for d in got if (d.get("profile") or {}).get("id") == "reader")
+    assert mine, "no digest for the reader profile"
+
+    ix_file = tmp_path / "interactions.jsonl"
+    ix_file.write_bytes(b"".join(m.value() + b"\n" for m in published))
+    run_file_flow(str(archive), str(tmp_path / "files"), interactions_path=str(ix_file), profiles=PROFILES)
+    files = [orjson.loads(x) for x in (tmp_path / "files" / "digests.jsonl").read_bytes().splitlines()]
+    want = sorted((d["digest_id"], d["sections"]) for d in files if (d.get("profile") or {}).get("id") == "reader")
+    assert mine == want
+    assert not [m for m in consume_all(kafka_bootstrap, topics.deadletter)
+                if orjson.loads(m.value())["stage"] == "interactions"]
