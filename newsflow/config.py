@@ -80,6 +80,11 @@ class Settings:
     #: the same for ``newsflow run`` on Kafka (live): a tick per second of event time bounds the
     #: poll -> article latency (measured p99 0.56 s vs 59 s with 60 s ticks: bench/bench_latency.py)
     live_tick_ms: int = 1_000
+    # --- poison messages ---
+    #: a raw message that killed this many processes while it was parsed (out of memory, a
+    #: crash in C code) is dead-lettered (``poison_message``) instead of parsed again; needs a
+    #: recovery directory (``newsflow.connectors.inflight``)
+    poison_after_crashes: int = 2
     # --- digests ---
     #: the readers' time zone: morning/midday/evening/weekly digests are delivered at local times
     digest_tz: str = "UTC"

@@ -47,7 +47,7 @@ def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: 
 
     recovery = ensure_recovery_dir(recovery_dir) if recovery_dir else None
     flow = file_flow(input_path, out_dir, settings, recovery=recovery is not None,
-                     interactions_path=interactions_path, profiles=profiles)
+                     interactions_path=interactions_path, profiles=profiles, inflight_dir=recovery_dir)
     epoch = timedelta(seconds=5)
     if workers <= 1:
         run_main(flow, epoch_interval=epoch, recovery_config=recovery)
@@ -142,7 +142,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     brokers = args.brokers.split(",")
     ensure_topics(brokers, settings)
     recovery = ensure_recovery_dir(args.recovery_dir) if args.recovery_dir else None
-    flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None)
+    flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None,
+                      inflight_dir=args.recovery_dir)
     with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.topics.raw):
         cli_main(flow, workers_per_process=args.workers, recovery_config=recovery)
     return 0

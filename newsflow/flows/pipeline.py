@@ -35,6 +35,7 @@ from bytewax.operators import StatefulLogic
 from newsflow.clustering.topics import OnlineTopics, annotate
 from newsflow.config import Settings
 from newsflow.connectors.files import BodyRefError, resolve_body_ref
+from newsflow.connectors.inflight import InflightJournals
 from newsflow.core.alignment import Aligner
 from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fetched_at
 from newsflow.core.hashing import shard_of
@@ -125,10 +126,13 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
     the dedup shards; keeps the partition's watermark and emits a :class:`Tick` to every shard
     when it crosses a ``tick_ms`` boundary."""
 
-    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool) -> None:
+    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool,
+                 inflight_dir: str | None = None) -> None:
         self.s = settings
         self.recovery = recovery
         self.keys = shard_keys(settings)
+        #: poison messages: what each partition is parsing, on disk beside the recovery snapshots
+        self.journals = InflightJournals(inflight_dir) if inflight_dir else None
         st = restore(STEP_PARSE, resume) if resume is not None else {}
         self.wm: int = st.get("watermark", 0)
         self.bucket: int = st.get("bucket", -1)
@@ -137,6 +141,24 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
 
     def on_item(self, value: tuple[str, bytes]) -> tuple[Iterable[ParseOutput], bool]:
         seq, raw = value
+        if self.journals is None:
+            return self._item(seq, raw), StatefulLogic.RETAIN
+        journal = self.journals.of(seq)
+        crashes = journal.crashes(seq)
+        if crashes >= self.s.poison_after_crashes:
+            dl = make_deadletter("envelope", "poison_message",
+                                 f"{crashes} runs died while parsing this message; it is not parsed again",
+                                 raw, feed_id=None, fetched_ms=None, item_index=None,
+                                 max_original=self.s.max_deadletter_original_bytes)
+            metrics.DEADLETTERS.labels("envelope", "poison_message").inc()
+            journal.done(seq)
+            return [_dl_out(self.s.topics.deadletter, dl)], StatefulLogic.RETAIN
+        journal.begin(seq)
+        out = self._item(seq, raw)
+        journal.done(seq)
+        return out, StatefulLogic.RETAIN
+
+    def _item(self, seq: str, raw: bytes) -> list[ParseOutput]:
         t = self.s.topics
         out: list[ParseOutput] = []
         cap = self.s.max_deadletter_original_bytes
@@ -147,7 +169,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
                                  feed_id=None, fetched_ms=None, item_index=None, max_original=cap)
             metrics.DEADLETTERS.labels("envelope", e.reason).inc()
             out.append(_dl_out(t.deadletter, dl))
-            return out, StatefulLogic.RETAIN
+            return out
         # one message with a bad clock must not move event time (a second feed confirms a gap)
         v = judge_fetched_at(payload.fetched_at_ms, payload.feed_id, self.wm, self.candidate,
                              tolerance_ms=self.s.clock_jump_tolerance_ms, seq=seq, held=raw)
@@ -157,11 +179,11 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         if not v.accept:
             if v.candidate is None or v.candidate.seq != seq:  # rejected outright (edge clock)
                 out.append(self._clock_deadletter(JumpCandidate(payload.fetched_at_ms, payload.feed_id, seq, raw)))
-            return out, StatefulLogic.RETAIN
+            return out
         if v.confirmed is not None:  # the held payload was a real gap after all: it goes first
             out.extend(self._payload(v.confirmed.seq, v.confirmed.held, decode_raw(v.confirmed.held)))
         out.extend(self._payload(seq, raw, payload))
-        return out, StatefulLogic.RETAIN
+        return out
 
     def on_eof(self) -> tuple[Iterable[ParseOutput], bool]:
         held, self.candidate = self.candidate, None
@@ -527,12 +549,13 @@ def _article_output(topic: str) -> Callable[[tuple[str, StoryOutput]], Output | 
 def newsflow_steps(
     raw: Stream[tuple[str, tuple[str, bytes]]], settings: Settings, *, recovery: bool = False,
     interactions: Stream[tuple[str, tuple[str, bytes]]] | None = None, profiles: ProfilesConfig | None = None,
-    ix_partitions: int = 1,
+    ix_partitions: int = 1, inflight_dir: str | None = None,
 ) -> Stream[Output]:
     """All steps from keyed raw messages ``(partition, (seq, bytes))`` to :class:`Output` records;
     with keyed ``interactions`` (same shape) and ``profiles``, the profile steps too
     (``newsflow.flows.profiles``)."""
-    parsed = op.stateful(STEP_PARSE, raw, isolated("parse", settings, lambda r: ParseLogic(settings, r, recovery)))
+    parsed = op.stateful(STEP_PARSE, raw, isolated("parse", settings,
+                                                    lambda r: ParseLogic(settings, r, recovery, inflight_dir)))
     split = op.branch("split_parse", parsed, lambda kv: isinstance(kv[1], Output))
     direct: Stream[Output] = op.map("parse_outputs", split.trues, lambda kv: kv[1])  # type: ignore[arg-type,return-value]
     to_shards: Stream[tuple[str, ShardInput]] = op.map(
@@ -587,7 +610,8 @@ def output_guard(settings: Settings) -> Callable[[Output], list[Output]]:
 
 
 def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *, recovery: bool = False,
-              interactions_path: str | None = None, profiles: ProfilesConfig | None = None) -> Dataflow:
+              interactions_path: str | None = None, profiles: ProfilesConfig | None = None,
+              inflight_dir: str | None = None) -> Dataflow:
     """Raw-payload archive (file or directory) -> ``<out_dir>/<topic>.jsonl``; no Kafka. With
     ``interactions_path`` (a JSONL archive of ``interactions`` records), profiles learn."""
     from newsflow.connectors.files import JsonlTopicSink, RawArchiveSource
@@ -601,7 +625,8 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
         ix_src = op.input("interactions_in", flow, RawArchiveSource(interactions_path))
         ix = op.map("key_interactions", ix_src, lambda item: ("ix" + item[0].split(":", 1)[0], item))
         profiles = profiles or ProfilesConfig()
-    outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles)
+    outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles,
+                          inflight_dir=inflight_dir)
     t = settings.topics
     topics = [t.articles, t.digests, t.feed_health, t.deadletter]
     op.output("files_out", op.map("to_files", outs, lambda o: (o.topic, o.value)), JsonlTopicSink(out_dir, topics))
@@ -611,6 +636,7 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
 def kafka_flow(
     brokers: list[str], settings: Settings | None = None, *, tail: bool = True,
     recovery: bool = False, add_config: dict[str, str] | None = None, profiles: ProfilesConfig | None = None,
+    inflight_dir: str | None = None,
 ) -> Dataflow:
     """``feeds.raw`` on Kafka -> the four output topics on Kafka. Event time ticks every
     ``live_tick_ms`` (live latency); a replay of the same topic gives the same records. With
@@ -624,6 +650,7 @@ def kafka_flow(
     ix, n_ix = None, 1
     if profiles is not None:
         ix, n_ix = kafka_interactions_input(flow, brokers, settings, tail=tail, add_config=add_config)
-    outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles, ix_partitions=n_ix)
+    outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles, ix_partitions=n_ix,
+                          inflight_dir=inflight_dir)
     kafka_outputs(outs, brokers, settings, add_config=add_config)
     return flow

@@ -1,0 +1,92 @@
+"""Poison messages: a raw message on which the process dies (here: kill -9 while it is being
+parsed, as an out-of-memory kill would) is dead-lettered on a resumed run instead of killing
+the process again; everything around it comes out as in an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from newsflow.cli.main import run_file_flow
+from newsflow.connectors.files import write_archive
+from newsflow.connectors.inflight import InflightJournal
+from newsflow.model.records import RawPayload
+from newsflow.samples.demo import demo_payloads
+
+
+def _articles(out: Path) -> dict[str, bytes]:
+    return {orjson.loads(x)["key"]: x for x in (out / "articles.jsonl").read_bytes().splitlines()}
+
+
+def _start(archive: Path, out: Path, rec: Path) -> subprocess.Popen[bytes]:
+    code = f"from newsflow.cli.main import run_file_flow; run_file_flow({str(archive)!r}, {str(out)!r}, recovery_dir={str(rec)!r})"
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _kill_when_parsing(archive: Path, out: Path, rec: Path, journal: Path, seq: str, timeout_s: float = 120) -> None:
+    """Start the flow; kill -9 it while it parses ``seq`` (the journal names it as current)."""
+    proc = _start(archive, out, rec)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            st = orjson.loads(journal.read_bytes())
+            if st.get("pid") == proc.pid and st.get("current") == seq:  # not a dead run's file
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+                return
+        except (OSError, orjson.JSONDecodeError):
+            pass
+        assert proc.poll() is None, f"the flow ended before it reached {seq}: {proc.stderr.read()[-2000:]!r}"  # type: ignore[union-attr]
+        time.sleep(0.01)
+    pytest.fail(f"the flow never started parsing {seq}")
+
+
+@pytest.mark.slow
+def test_a_message_that_kills_the_process_is_dead_lettered_on_resume(tmp_path: Path) -> None:
+    good = demo_payloads()
+    # a payload whose parse takes long enough to be caught in the act (deeply nested XML)
+    poison = RawPayload("poison-feed", "https://poison.example/rss", good[29].fetched_at_ms + 1, 200,
+                        b"<rss><channel>" + b"<a>" * 100_000 + b"</a>" * 100_000 + b"</channel></rss>")
+    payloads = [*good[:30], poison, *good[30:]]
+    archive, plain = tmp_path / "raw.jsonl", tmp_path / "plain.jsonl"
+    write_archive(payloads, archive)
+    write_archive(good, plain)
+    run_file_flow(str(plain), str(tmp_path / "expected"))
+    expected = _articles(tmp_path / "expected")
+
+    rec, out = tmp_path / "recovery", tmp_path / "out"
+    seq = f"0000:{30:012d}"  # the file source's position of the poison payload
+    journal = rec / "inflight" / "0000.json"
+    for _ in range(2):  # poison_after_crashes = 2: two processes die on it
+        _kill_when_parsing(archive, out, rec, journal, seq)
+    p = _start(archive, out, rec)
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err.decode()[-3000:]
+
+    dead = [orjson.loads(x) for x in (out / "deadletter.jsonl").read_bytes().splitlines()]
+    poison_dls = [d for d in dead if d["reason"] == "poison_message"]
+    assert len(poison_dls) == 1 and "2 runs died" in poison_dls[0]["detail"]
+    assert _articles(out).keys() == expected.keys()
+    st = orjson.loads(journal.read_bytes())
+    assert st["current"] is None and st["suspects"] == {} and st["pid"] == p.pid
+
+
+def test_journal_counts_deaths_and_forgives_a_suspect_parsed_without_one(tmp_path: Path) -> None:
+    j = InflightJournal(tmp_path, "0000")
+    j.begin("0000:1")
+    j = InflightJournal(tmp_path, "0000")  # the process died while parsing 0000:1
+    assert j.crashes("0000:1") == 1 and j.crashes("0000:2") == 0
+    j.begin("0000:1")
+    j = InflightJournal(tmp_path, "0000")  # and again
+    assert j.crashes("0000:1") == 2
+    j.done("0000:1")
+    assert InflightJournal(tmp_path, "0000").crashes("0000:1") == 0
+    (tmp_path / "inflight" / "0000.json").write_bytes(b'{"current": "0000:')  # torn write
+    assert InflightJournal(tmp_path, "0000").suspects == {}
