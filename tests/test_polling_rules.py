@@ -13,7 +13,6 @@ import pytest
 
 from newsflow.core.timeutil import DAY_MS, HOUR_MS
 from newsflow.feeds import urls
-from newsflow.polling import health as phealth
 from newsflow.polling import rules as prules
 from newsflow.polling import safety as psafety
 from newsflow.polling import scan as pscan
@@ -38,6 +37,7 @@ from newsflow.polling.state import (
     PollPolicy,
     RedirectHop,
 )
+from newsflow.wire import codec as phealth
 from newsflow.wire.contracts import validate
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "feeds"
@@ -602,8 +602,11 @@ def test_health_counters_and_record_validate_against_schema() -> None:
     for i, o in enumerate(outcomes):
         v = poll(st, o, T0 + i * 1000)
         st = v.state
-        rec = phealth.health_record(v, o, T0 + i * 1000, POLICY, domain="example.com")
+        rec = phealth.poll_health_record(v, o, T0 + i * 1000, POLICY, domain="example.com")
         validate("feed-health", rec)
+        assert list(rec)[:8] == ["schema", "schema_version", "record_id", "poll_id", "feed_id",
+                                 "source", "at", "status"]
+        assert type(st.last_status) is str  # snapshots hold plain values, never enum members
         seen.add(rec["status"])
     assert seen >= {"ok", "not_modified", "http_error", "timeout", "rate_limited",
                     "html_instead_of_feed", "parse_error", "blocked", "too_large", "all_undated", "dead"}

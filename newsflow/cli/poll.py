@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from newsflow.model.vocab import FAILED_POLL_STATUSES, SUCCESS_STATUSES, HealthStatus
 from newsflow.polling.registry import (
     RegistryError,
     check,
@@ -34,11 +35,8 @@ from newsflow.polling.registry import (
     merge_feeds,
     valid_feeds,
 )
-from newsflow.polling.state import SUCCESS_STATUSES
 
 DEFAULT_REGISTRY = "feeds.toml"
-ERROR_STATUSES = frozenset({"timeout", "http_error", "parse_error", "html_instead_of_feed",
-                            "rate_limited", "dead", "blocked", "too_large"})
 
 
 def default_state_dir(registry: str | Path) -> Path:
@@ -81,8 +79,8 @@ class Progress:
         c = self.counts
         n = self.polled
         rate = n / max(time.monotonic() - self.started, 1e-9)
-        ok = sum(c[s] for s in SUCCESS_STATUSES if s != "not_modified")
-        errors = sum(c[s] for s in ERROR_STATUSES)
+        ok = sum(c[s] for s in SUCCESS_STATUSES if s != HealthStatus.NOT_MODIFIED)
+        errors = sum(c[s] for s in FAILED_POLL_STATUSES)
         of = f"/{self.total}" if self.total else ""
         return (f"polled {n}{of}  new/changed {ok}  not modified {c['not_modified']}  "
                 f"errors {errors}  ticks {c['tick']}  {rate:.1f} polls/s")

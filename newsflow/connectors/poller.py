@@ -60,7 +60,6 @@ from newsflow.connectors.http_fetch import FetchConfig, HttpFetcher
 from newsflow.core.hashing import bytes_id, shard_of
 from newsflow.feeds.urls import registrable_domain
 from newsflow.model.records import RawPayload
-from newsflow.polling.health import health_record
 from newsflow.polling.registry import FeedSpec
 from newsflow.polling.rules import (
     conditional_headers,
@@ -78,7 +77,7 @@ from newsflow.polling.state import (
     PollPolicy,
     reconcile_state,
 )
-from newsflow.wire.codec import encode_raw
+from newsflow.wire.codec import encode_raw, poll_health_record
 
 log = logging.getLogger("newsflow.poller")
 
@@ -436,7 +435,7 @@ class PollEngine:
             )
             key, value = encode_raw(raw)
             records.append(KafkaRecord(topics.raw, key, value, now_ms))
-        health = health_record(verdict, outcome, now_ms, self.policy, domain=domain)
+        health = poll_health_record(verdict, outcome, now_ms, self.policy, domain=domain)
         records.append(KafkaRecord(topics.feed_health, feed.id.encode(), orjson.dumps(health), now_ms))
         if verdict.alerts:
             log.warning("feed %s: %s", feed.id, health["alert"])

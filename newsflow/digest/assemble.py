@@ -45,10 +45,10 @@ from newsflow.digest.schedule import (
     SectionLimits,
 )
 from newsflow.feeds.urls import clean_link
+from newsflow.model.records import DIGEST_SCHEMA_VERSION
 from newsflow.scoring.importance import SCORED_DISPOSITIONS, TIER_RANK, rescore
 from newsflow.text.tokenize import TextFeatures, _analyze_word, features_batch, words
 
-DIGEST_SCHEMA_VERSION = 1
 DUPLICATE_DISPOSITIONS = frozenset({"exact_duplicate", "near_duplicate"})
 
 

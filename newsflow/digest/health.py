@@ -7,25 +7,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from newsflow.model.vocab import UNHEALTHY_STATUSES
+
 # --------------------------------------------------------------------------------------
 # Feed health summary
 # --------------------------------------------------------------------------------------
-
-OK_STATUSES = frozenset({"ok", "not_modified", "redirected", "empty", "partial_undated"})
-ERROR_STATUSES = frozenset(
-    {
-        "timeout",
-        "http_error",
-        "parse_error",
-        "html_instead_of_feed",
-        "rate_limited",
-        "dead",
-        "blocked",
-        "too_large",
-        "all_undated",
-        "silent_zero",
-    }
-)
 
 
 @dataclass(slots=True)
@@ -61,7 +47,7 @@ class FeedHealthAccumulator:
         # gets the poller's successful fetches, so a record of either kind is one poll)
         if rec.get("source", "poller") in ("poller", "flow"):
             st.polls += 1
-            if status in ERROR_STATUSES:
+            if status in UNHEALTHY_STATUSES:
                 st.errors += 1
             else:
                 st.ok += 1
@@ -80,7 +66,7 @@ class FeedHealthAccumulator:
         for fid, s in sorted(self._feeds.items()):
             rate = s.ok / s.polls if s.polls else None
             unhealthy = (
-                s.last_status in ERROR_STATUSES
+                s.last_status in UNHEALTHY_STATUSES
                 or bool(s.alert)
                 or (s.reliability is not None and s.reliability < 0.5)
                 or (rate is not None and s.polls >= 3 and rate < 0.5)

@@ -22,6 +22,7 @@ from newsflow.core.timeutil import ms_to_iso
 from newsflow.feeds.fastfeed import fast_parse
 from newsflow.feeds.urls import absolutize, canonicalize_url, registrable_domain
 from newsflow.model.records import Article, DeadLetter, Media, RawPayload
+from newsflow.model.vocab import HealthStatus
 from newsflow.text.html import (
     clean_title,
     collapse_ws,
@@ -51,7 +52,7 @@ class NormalizeResult:
     articles: list[Article] = field(default_factory=list)
     deadletters: list[DeadLetter] = field(default_factory=list)
     #: feed-health summary of this payload (status + counters)
-    status: str = "ok"
+    status: HealthStatus = HealthStatus.OK
     feed_format: str | None = None
     items: int = 0
     malformed: int = 0
@@ -348,17 +349,17 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
     if payload.status >= 400:
         # an error page (404/410/500 ...) is not the feed, whatever its body looks like: no
         # articles; the feed-health status says so, and a body is kept as one dead letter
-        res.status = "http_error"
+        res.status = HealthStatus.HTTP_ERROR
         if body:
             res.deadletters.append(make_deadletter(
                 "fetch", "http_error", f"HTTP {payload.status}: the body of an error response is not parsed",
                 body, feed_id=fid, fetched_ms=fms))
         return res
     if payload.status == 304 or body is None:
-        res.status = "not_modified" if payload.status == 304 else "empty"
+        res.status = HealthStatus.NOT_MODIFIED if payload.status == 304 else HealthStatus.EMPTY
         return res
     if not body.strip():
-        res.status = "empty"
+        res.status = HealthStatus.EMPTY
         res.deadletters.append(make_deadletter("parse", "empty_body", "HTTP 200 with an empty body", body,
                                                feed_id=fid, fetched_ms=fms))
         return res
@@ -386,7 +387,7 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
                         d2.entries or (d2.get("version") and not d2.get("bozo"))):
                     d, fmt, res.recovered = d2, d2.get("version") or "", True
         except Exception as e:  # feedparser is lenient, but a crash must never stop the flow
-            res.status = "parse_error"
+            res.status = HealthStatus.PARSE_ERROR
             res.deadletters.append(make_deadletter(
                 "parse", "parser_crash", f"{type(e).__name__}: {e}", body, feed_id=fid, fetched_ms=fms))
             return res
@@ -396,9 +397,9 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
         feed, entries = d.feed, d.entries
     if not fmt and not entries:
         if looks_like_html_page(body):
-            res.status, reason, detail = "html_instead_of_feed", "html_instead_of_feed", "body is an HTML page, not a feed"
+            res.status, reason, detail = HealthStatus.HTML_INSTEAD_OF_FEED, "html_instead_of_feed", "body is an HTML page, not a feed"
         else:
-            res.status, reason, detail = "parse_error", "not_a_feed", res.bozo or "no feed structure found"
+            res.status, reason, detail = HealthStatus.PARSE_ERROR, "not_a_feed", res.bozo or "no feed structure found"
         res.deadletters.append(make_deadletter("parse", reason, detail, body, feed_id=fid, fetched_ms=fms))
         return res
     res.feed_format = fmt or "unknown"
@@ -424,11 +425,11 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
     if not entries:
         # a well-formed feed without items: not an error, but every input must end somewhere
         # (articles or dead letters), so it is dead-lettered with its own reason and counted
-        res.status = "empty"
+        res.status = HealthStatus.EMPTY
         res.deadletters.append(make_deadletter("parse", "no_items", res.bozo or "feed has no items", body,
                                                feed_id=fid, fetched_ms=fms))
     elif res.articles and res.undated == len(res.articles):
-        res.status = "all_undated"
+        res.status = HealthStatus.ALL_UNDATED
     elif res.undated:
-        res.status = "partial_undated"
+        res.status = HealthStatus.PARTIAL_UNDATED
     return res

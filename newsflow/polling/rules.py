@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from newsflow.core.hashing import bytes_id, stable_id
 from newsflow.core.timeutil import DAY_MS, dt_to_ms
+from newsflow.model.vocab import HealthStatus
 from newsflow.polling.safety import redact_url
 from newsflow.polling.scan import (
     FeedScan,
@@ -26,7 +27,6 @@ from newsflow.polling.state import (
     FeedState,
     FetchKind,
     FetchOutcome,
-    HealthStatus,
     PollPolicy,
     RedirectHop,
     evolve,
@@ -456,23 +456,23 @@ def decide_poll(
     code = outcome.status
 
     if outcome.kind is FetchKind.TIMEOUT:
-        status = "timeout"
+        status = HealthStatus.TIMEOUT
         server_trouble = True
         st, became_slow = handle_timeout(evolve(st, timeouts=st.timeouts + 1), now_ms, p)
         if became_slow:
             alerts.append(f"slow: {st.consecutive_timeouts} consecutive timeouts")
     elif outcome.kind is FetchKind.RESPONSE and code == 410:
-        status = "dead"
+        status = HealthStatus.DEAD
         st = mark_dead_on_gone(st)
         alerts.append("dead: 410 Gone, removed from polling")
     elif outcome.kind is FetchKind.RESPONSE and code is not None and is_rate_limited(code, headers, now_ms):
-        status = "rate_limited"
+        status = HealthStatus.RATE_LIMITED
         rate_limited = True
         retry_after = parse_retry_after(headers.get("retry-after"), now_ms)
         st = apply_rate_limit(evolve(st, rate_limited=st.rate_limited + 1), retry_after, now_ms, p)
         message = message or f"HTTP {code}, Retry-After {headers.get('retry-after')!r}"
     elif outcome.kind is FetchKind.RESPONSE and code == 304:
-        status = "not_modified"
+        status = HealthStatus.NOT_MODIFIED
         success = True
         changed = False if st.has_baseline else None
         st = evolve(st, etag=headers.get("etag") or st.etag,
@@ -482,20 +482,20 @@ def decide_poll(
         body = outcome.body or b""
         validators = {"etag": headers.get("etag"), "last_modified": headers.get("last-modified")}
         if is_unchanged_body(st, body):
-            status = "not_modified"
+            status = HealthStatus.NOT_MODIFIED
             success = True
             changed = False
             st = evolve(st, not_modified_polls=st.not_modified_polls + 1, **validators)
             message = "body unchanged (same hash)"
         elif looks_like_html(body, headers.get("content-type")):
-            status = "html_instead_of_feed"
+            status = HealthStatus.HTML_INSTEAD_OF_FEED
             server_trouble = True
             message = "body is an HTML page, not a feed"
         else:
             scan = scan_feed(body, now_ms, p)
             st, became_unhealthy = track_parse_failures(st, not scan.ok, p)
             if not scan.ok:
-                status = "parse_error"
+                status = HealthStatus.PARSE_ERROR
                 message = scan.error
                 st = evolve(st, parse_failures=st.parse_failures + 1)
                 bh = body_hash(body)
@@ -516,11 +516,11 @@ def decide_poll(
                 if scan.recovered:
                     message = f"recovered with {scan.recovered}"
     elif outcome.kind is FetchKind.BLOCKED:
-        status = "blocked"
+        status = HealthStatus.BLOCKED
     elif outcome.kind is FetchKind.TOO_LARGE:
-        status = "too_large"
+        status = HealthStatus.TOO_LARGE
     else:  # other 4xx/5xx, 3xx without Location, connection/protocol errors, redirect loops
-        status = "http_error"
+        status = HealthStatus.HTTP_ERROR
         server_trouble = outcome.kind in (FetchKind.CONNECT_ERROR, FetchKind.PROTOCOL_ERROR) or (
             code is not None and code >= 500)
         if message is None:
@@ -531,15 +531,16 @@ def decide_poll(
         st = evolve(st, http_hint_s=http_cache_hint_s(headers, now_ms))
 
     # --- outcome bookkeeping shared by all branches -------------------------------------
-    if status == "html_instead_of_feed" or (status == "http_error" and code is not None and 400 <= code < 500):
+    if status == HealthStatus.HTML_INSTEAD_OF_FEED or (
+            status == HealthStatus.HTTP_ERROR and code is not None and 400 <= code < 500):
         st, became_unhealthy = track_bad_responses(st, p)
         if became_unhealthy:
             alerts.append(f"unhealthy: {st.consecutive_bad_responses} consecutive polls answered with "
-                          f"{'an HTML page' if status == 'html_instead_of_feed' else f'HTTP {code}'}")
+                          f"{'an HTML page' if status == HealthStatus.HTML_INSTEAD_OF_FEED else f'HTTP {code}'}")
     if success:
         st = evolve(st, ok_polls=st.ok_polls + 1, last_success_ms=now_ms, consecutive_errors=0,
                      consecutive_timeouts=0, slow=False, consecutive_bad_responses=0, unhealthy=False)
-        if status == "not_modified":
+        if status == HealthStatus.NOT_MODIFIED:
             new_items = 0 if st.has_baseline else None
         st = update_publication_rhythm(st, new_items, now_ms, p)
         st, adopted = track_permanent_redirect(st, permanent_redirect_target(outcome.redirects),
@@ -550,21 +551,21 @@ def decide_poll(
             if not st.silent:
                 alerts.append("silent_zero: no new items for far longer than usual")
             st = evolve(st, silent=True)
-            status = "silent_zero"
+            status = HealthStatus.SILENT_ZERO
         st = adapt_interval(st, changed, p)
         st = _schedule(st, now_ms, p)
     else:
         st = evolve(st, failed_polls=st.failed_polls + 1)
         st, _ = track_permanent_redirect(st, None, False, p)
-        if status not in ("timeout", "dead", "rate_limited"):
-            if status != "parse_error":
+        if status not in (HealthStatus.TIMEOUT, HealthStatus.DEAD, HealthStatus.RATE_LIMITED):
+            if status != HealthStatus.PARSE_ERROR:
                 st = evolve(st, consecutive_errors=st.consecutive_errors + 1)
-            st = _error_schedule(st, now_ms, p) if status != "parse_error" else _schedule(st, now_ms, p)
-        if status != "timeout":
+            st = _error_schedule(st, now_ms, p) if status != HealthStatus.PARSE_ERROR else _schedule(st, now_ms, p)
+        if status != HealthStatus.TIMEOUT:
             st = evolve(st, consecutive_timeouts=0)
     if st.dead:
         st = evolve(st, next_poll_ms=None)
-    st = evolve(st, last_status=status,
+    st = evolve(st, last_status=status.value,
                  daily=record_daily_outcome(st.daily, now_ms, success, p.reliability_window_days))
     return PollVerdict(
         state=st, status=status, success=success, emit_body=emit, changed=changed,

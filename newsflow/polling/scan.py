@@ -17,7 +17,8 @@ from typing import Any
 import xxhash
 
 from newsflow.core.timeutil import dt_to_ms
-from newsflow.polling.state import HealthStatus, PollPolicy
+from newsflow.model.vocab import HealthStatus
+from newsflow.polling.state import PollPolicy
 
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _FEED_ROOTS = frozenset({"rss", "feed", "rdf:rdf", "rdf", "channel"})
@@ -402,12 +403,12 @@ def scan_feed(body: bytes, now_ms: int, policy: PollPolicy | None = None) -> Fee
 def undated_status(scan: FeedScan) -> HealthStatus:
     """004's date statuses: ``empty`` (no items), ``all_undated``, ``partial_undated`` or ``ok``."""
     if scan.items == 0:
-        return "empty"
+        return HealthStatus.EMPTY
     if scan.undated >= scan.items:
-        return "all_undated"
+        return HealthStatus.ALL_UNDATED
     if scan.undated > 0:
-        return "partial_undated"
-    return "ok"
+        return HealthStatus.PARTIAL_UNDATED
+    return HealthStatus.OK
 
 
 # --------------------------------------------------------------------------------------------

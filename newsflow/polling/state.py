@@ -6,36 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 from newsflow.polling.safety import strip_userinfo
 
 # --------------------------------------------------------------------------------------------
 # Vocabulary
 # --------------------------------------------------------------------------------------------
-
-HealthStatus = Literal[
-    "ok",
-    "not_modified",
-    "empty",
-    "all_undated",
-    "partial_undated",
-    "timeout",
-    "http_error",
-    "parse_error",
-    "html_instead_of_feed",
-    "rate_limited",
-    "dead",
-    "silent_zero",
-    "blocked",
-    "too_large",
-]
-
-#: statuses that count as a *successful* poll for the reliability score (000 Step 4:
-#: successful_polls / total_polls). A rate-limited, blocked or HTML answer delivered no feed.
-SUCCESS_STATUSES: frozenset[str] = frozenset(
-    {"ok", "not_modified", "empty", "all_undated", "partial_undated", "silent_zero"}
-)
 
 #: 001 "Default polling schedule when no hints are available" (seconds). Where the seed gives a
 #: range we take its low end: adaptive polling doubles the interval of a quiet feed anyway.

@@ -11,15 +11,21 @@ from typing import Any
 
 import orjson
 
+from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import ms_to_iso
 from newsflow.model.records import (
     ARTICLE_SCHEMA_VERSION,
+    DEADLETTER_SCHEMA_VERSION,
+    FEED_HEALTH_SCHEMA_VERSION,
     RAW_SCHEMA_VERSION,
     Article,
     DeadLetter,
     DedupInfo,
     RawPayload,
 )
+from newsflow.polling.rules import PollVerdict, reliability_score
+from newsflow.polling.safety import redact_message, redact_url
+from newsflow.polling.state import FeedState, FetchKind, FetchOutcome, PollPolicy
 from newsflow.wire.envelope import EnvelopeError, check_envelope
 
 __all__ = ["EnvelopeError", "decode_raw", "encode_raw"]
@@ -99,8 +105,6 @@ def decode_raw(value: bytes | str, *, max_bytes: int = MAX_ENVELOPE_BYTES) -> Ra
 
 
 def deadletter_to_dict(d: DeadLetter) -> dict[str, Any]:
-    from newsflow.model.records import DEADLETTER_SCHEMA_VERSION
-
     return {
         "schema": "deadletter",
         "schema_version": DEADLETTER_SCHEMA_VERSION,
@@ -169,22 +173,99 @@ def article_record(a: Article, info: DedupInfo, seq: str, extra: dict[str, Any] 
     return rec
 
 
+# --------------------------------------------------------------------------------------------
+# feed-health: one record per parsed payload (source "flow") or per poll (source "poller")
+# --------------------------------------------------------------------------------------------
+
+
+def _health_head(
+    record_id: str, feed_id: str, source: str, at_ms: int, status: str, *, poll_id: str | None = None
+) -> dict[str, Any]:
+    """The fields every ``feed-health`` v1 record starts with, in their wire order."""
+    head: dict[str, Any] = {
+        "schema": "feed-health",
+        "schema_version": FEED_HEALTH_SCHEMA_VERSION,
+        "record_id": record_id,
+    }
+    if poll_id is not None:
+        head["poll_id"] = poll_id
+    head["feed_id"] = feed_id
+    head["source"] = source
+    head["at"] = ms_to_iso(at_ms)
+    head["status"] = status
+    return head
+
+
 def health_record(
     feed_id: str, at_ms: int, status: str, *, source: str = "flow", **fields: Any
 ) -> dict[str, Any]:
-    """A ``feed-health`` v1 record; ``record_id`` makes re-emits idempotent."""
-    from newsflow.core.hashing import stable_id
-    from newsflow.model.records import FEED_HEALTH_SCHEMA_VERSION
+    """The flow's ``feed-health`` record of one parsed payload; ``record_id`` (a stable hash of
+    source, feed, time and status) makes re-emits idempotent."""
+    rid = stable_id(source, feed_id, str(at_ms), status)
+    return {**_health_head(rid, feed_id, source, at_ms, status), **fields}
 
+
+def health_counters(state: FeedState) -> dict[str, Any]:
+    """The per-feed counters of a poller health record (001/000: success/failure counts,
+    average response time, last success, 304 ratio)."""
+    avg = state.response_ms_total / state.response_count if state.response_count else None
     return {
-        "schema": "feed-health",
-        "schema_version": FEED_HEALTH_SCHEMA_VERSION,
-        "record_id": stable_id(source, feed_id, str(at_ms), status),
-        "feed_id": feed_id,
-        "source": source,
-        "at": ms_to_iso(at_ms),
-        "status": status,
-        **fields,
+        "total_polls": state.total_polls,
+        "successful_polls": state.ok_polls,
+        "failed_polls": state.failed_polls,
+        "not_modified_polls": state.not_modified_polls,
+        "not_modified_ratio": (state.not_modified_polls / state.ok_polls) if state.ok_polls else None,
+        "http_errors": state.http_errors,
+        "timeouts": state.timeouts,
+        "parse_failures": state.parse_failures,
+        "rate_limited": state.rate_limited,
+        "consecutive_errors": state.consecutive_errors,
+        "consecutive_parse_failures": state.consecutive_parse_failures,
+        "consecutive_timeouts": state.consecutive_timeouts,
+        "consecutive_unchanged": state.consecutive_unchanged,
+        "avg_response_ms": round(avg, 1) if avg is not None else None,
+        "last_success_at": ms_to_iso(state.last_success_ms) if state.last_success_ms is not None else None,
+        "new_items_per_poll": round(state.new_items_per_poll, 3),
+    }
+
+
+def poll_health_record(
+    verdict: PollVerdict,
+    outcome: FetchOutcome,
+    now_ms: int,
+    policy: PollPolicy | None = None,
+    *,
+    domain: str | None = None,
+) -> dict[str, Any]:
+    """The poller's ``feed-health`` record (source ``poller``) of one poll; URLs and messages
+    redacted (no credentials in topics)."""
+    p = policy or PollPolicy()
+    st = verdict.state
+    scan = verdict.scan
+    flags = [f for f, on in (("dead", st.dead), ("unhealthy", st.unhealthy), ("slow", st.slow),
+                             ("silent", st.silent)) if on]
+    poll_id = f"{st.feed_id}@{now_ms}"
+    return {
+        **_health_head(f"poller:{poll_id}", st.feed_id, "poller", now_ms, verdict.status,
+                       poll_id=poll_id),
+        "url": redact_url(outcome.url),
+        "final_url": redact_url(outcome.final_url) if outcome.final_url else None,
+        "http_status": outcome.status,
+        "response_ms": round(outcome.elapsed_ms, 1) if outcome.kind is FetchKind.RESPONSE else None,
+        "attempts": outcome.attempts,
+        "items": scan.items if scan is not None and scan.ok else None,
+        "new_items": verdict.new_items,
+        "undated": scan.undated if scan is not None and scan.ok else None,
+        "feed_format": scan.feed_format if scan is not None else None,
+        "counters": health_counters(st),
+        "reliability": reliability_score(st.daily, now_ms, p.reliability_window_days),
+        "interval_s": round(st.interval_s, 1),
+        "next_poll_at": ms_to_iso(st.next_poll_ms) if st.next_poll_ms is not None else None,
+        "retry_after_s": verdict.retry_after_s,
+        "flags": flags,
+        "domain": domain,
+        "alert": "; ".join(verdict.alerts) if verdict.alerts else None,
+        "message": redact_message(verdict.message),
     }
 
 

@@ -1,0 +1,38 @@
+"""The shared vocabularies (``newsflow.model.vocab``) agree with the topic schemas and serialise
+as their plain strings."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+
+from newsflow.core.hashing import stable_id
+from newsflow.model.vocab import (
+    FAILED_POLL_STATUSES,
+    SUCCESS_STATUSES,
+    UNHEALTHY_STATUSES,
+    HealthStatus,
+)
+from newsflow.wire.codec import health_record
+from newsflow.wire.contracts import SCHEMA_DIR
+
+
+def test_health_status_is_the_schema_enum() -> None:
+    schema = json.loads((SCHEMA_DIR / "feed-health.v1.json").read_text())
+    assert {s.value for s in HealthStatus} == set(schema["properties"]["status"]["enum"])
+
+
+def test_status_sets_partition_the_emitted_statuses() -> None:
+    assert not SUCCESS_STATUSES & FAILED_POLL_STATUSES
+    assert SUCCESS_STATUSES | FAILED_POLL_STATUSES == set(HealthStatus) - {HealthStatus.REDIRECTED}
+    assert UNHEALTHY_STATUSES - FAILED_POLL_STATUSES == {HealthStatus.ALL_UNDATED, HealthStatus.SILENT_ZERO}
+
+
+def test_members_serialise_and_hash_as_their_strings() -> None:
+    for s in HealthStatus:
+        assert orjson.dumps(s) == orjson.dumps(s.value)
+        assert stable_id("flow", "f", "1", s) == stable_id("flow", "f", "1", s.value)
+        assert f"{s}" == s.value and str(s) == s.value
+    rec = health_record("f", 0, HealthStatus.NOT_MODIFIED, items=0)
+    assert orjson.dumps(rec) == orjson.dumps(health_record("f", 0, "not_modified", items=0))
