@@ -110,9 +110,9 @@ def main() -> None:
         if args.kafka:
             from confluent_kafka import Producer
 
-            from newsflow.connectors.poller import PRODUCER_DEFAULTS
+            from newsflow.connectors.topics import producer_config
 
-            producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": args.kafka})
+            producer = Producer(producer_config(args.kafka))
 
         clock_ms = [1_715_000_000_000]
 

@@ -23,7 +23,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kafka_local import KafkaBroker, create_topics, metadata_ok
+from kafka_local import KafkaBroker, metadata_ok
+
+from newsflow.connectors.topics import create_topics
 
 __all__ = ["consume_all", "kafka_bootstrap", "kafka_topic", "kafka_topic_factory", "unique_topic_name"]
 

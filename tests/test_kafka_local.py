@@ -9,8 +9,9 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
-from kafka_local import create_topics, free_ports, random_cluster_id
+from kafka_local import free_ports, random_cluster_id
 
+from newsflow.connectors.topics import create_topics, producer_config
 from tests.kafka_fixture import unique_topic_name
 
 N = 100
@@ -18,9 +19,7 @@ N = 100
 
 @pytest.mark.kafka
 def test_produce_then_consume_100_in_order(kafka_bootstrap: str, kafka_topic: str) -> None:
-    producer = Producer(
-        {"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True, "linger.ms": 5}
-    )
+    producer = Producer(producer_config(kafka_bootstrap, {"linger.ms": "5"}))
     delivered: list[tuple[int, int]] = []
 
     def on_delivery(err, msg) -> None:

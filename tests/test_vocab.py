@@ -25,8 +25,8 @@ def test_health_status_is_the_schema_enum() -> None:
 
 def test_status_sets_partition_the_emitted_statuses() -> None:
     assert not SUCCESS_STATUSES & FAILED_POLL_STATUSES
-    assert SUCCESS_STATUSES | FAILED_POLL_STATUSES == set(HealthStatus) - {HealthStatus.REDIRECTED}
-    assert UNHEALTHY_STATUSES - FAILED_POLL_STATUSES == {HealthStatus.ALL_UNDATED, HealthStatus.SILENT_ZERO}
+    assert set(HealthStatus) - {HealthStatus.REDIRECTED} == SUCCESS_STATUSES | FAILED_POLL_STATUSES
+    assert {HealthStatus.ALL_UNDATED, HealthStatus.SILENT_ZERO} == UNHEALTHY_STATUSES - FAILED_POLL_STATUSES
 
 
 def test_members_serialise_and_hash_as_their_strings() -> None:

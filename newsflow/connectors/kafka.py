@@ -30,20 +30,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import KafkaError as CKafkaError
 
 from newsflow.config import Settings
+from newsflow.connectors.topics import producer_config
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
 from newsflow.model.messages import Output
 from newsflow.wire.codec import deadletter_to_dict, dumps
-
-#: producer settings: big local queue (Bytewax bug #522: a full queue raises BufferError),
-#: batching for throughput, idempotent producer so retries don't duplicate
-PRODUCER_CONFIG = {
-    "queue.buffering.max.messages": "1000000",
-    "queue.buffering.max.kbytes": "1048576",
-    "linger.ms": "20",
-    "enable.idempotence": "true",
-    "compression.type": "lz4",
-}
 
 #: librdkafka properties that only a producer understands (kept out of the consumer's config)
 _PRODUCER_ONLY = ("message.timeout.ms", "delivery.timeout.ms", "linger.ms", "queue.buffering.",
@@ -275,7 +266,7 @@ def kafka_raw_input(
         return (f"p{msg.partition:04d}", (f"{msg.partition:04d}:{msg.offset:012d}", msg.value or b""))
 
     errs = op.map("kafka_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
-    op.output("kafka_errs_out", errs, ReliableKafkaSink(brokers, {**PRODUCER_CONFIG, **(add_config or {})}))
+    op.output("kafka_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config)))
     return op.map("key_by_partition", split.trues, keyed)
 
 
@@ -291,7 +282,7 @@ def kafka_interactions_input(
     items = _raw_source("kafka_interactions_in", flow, src)
     split = op.branch("kafka_interactions_split", items, lambda m: isinstance(m, KafkaSourceMessage))
     errs = op.map("kafka_ix_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
-    op.output("kafka_ix_errs_out", errs, ReliableKafkaSink(brokers, {**PRODUCER_CONFIG, **(add_config or {})}))
+    op.output("kafka_ix_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config)))
     keyed = op.map("key_interactions", split.trues, lambda m: (
         f"ix{m.partition:04d}", (f"ix{m.partition:04d}:{m.offset:012d}", m.value or b"")))
     return keyed, n
@@ -357,7 +348,7 @@ class ReliableKafkaSink(DynamicSink[Output]):
     acknowledged, and raises :class:`KafkaDeliveryFailed` otherwise (one producer per worker)."""
 
     def __init__(self, brokers: list[str], config: dict[str, str] | None = None) -> None:
-        self.config = {**PRODUCER_CONFIG, **(config or {}), "bootstrap.servers": ",".join(brokers)}
+        self.config = producer_config(brokers, config)
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _ReliableSinkPartition:
         return _ReliableSinkPartition(dict(self.config))
@@ -368,4 +359,4 @@ def kafka_outputs(
     add_config: dict[str, str] | None = None,
 ) -> None:
     """Every output record to its topic; the message key is the record's idempotent key."""
-    op.output("kafka_out", outs, ReliableKafkaSink(brokers, {**PRODUCER_CONFIG, **(add_config or {})}))
+    op.output("kafka_out", outs, ReliableKafkaSink(brokers, producer_config(None, add_config)))

@@ -57,6 +57,7 @@ from bytewax.outputs import DynamicSink, StatelessSinkPartition
 
 from newsflow.config import Topics
 from newsflow.connectors.http_fetch import FetchConfig, HttpFetcher
+from newsflow.connectors.topics import producer_config
 from newsflow.core.hashing import bytes_id, shard_of
 from newsflow.feeds.urls import registrable_domain
 from newsflow.model.records import RawPayload
@@ -681,21 +682,11 @@ class HeartbeatSource(FixedPartitionedSource[PollEvent, None]):
 # Kafka sink (confluent_kafka): any topic, explicit partitions, fan-out for ticks
 # --------------------------------------------------------------------------------------------
 
-PRODUCER_DEFAULTS: dict[str, Any] = {
-    "linger.ms": 20,
-    "compression.type": "lz4",
-    "enable.idempotence": True,
-    "queue.buffering.max.messages": 1_000_000,
-    "queue.buffering.max.kbytes": 1_048_576,
-}
-
-
 class _KafkaRecordPartition(StatelessSinkPartition[KafkaRecord]):
     def __init__(self, brokers: Sequence[str], add_config: Mapping[str, Any] | None) -> None:
         from confluent_kafka import Producer
 
-        self._p = Producer({**PRODUCER_DEFAULTS, **(add_config or {}),
-                            "bootstrap.servers": ",".join(brokers)})
+        self._p = Producer(producer_config(brokers, add_config))
         self._errors: list[str] = []
         self._parts: dict[str, tuple[float, int]] = {}
 

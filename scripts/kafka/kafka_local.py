@@ -8,6 +8,8 @@ so parallel sessions don't collide.
 
 Python API::
 
+    from newsflow.connectors.topics import create_topics  # topic creation lives in the package
+
     with KafkaBroker() as broker:
         create_topics(broker.bootstrap, ["raw-items"], partitions=2)
         ...
@@ -317,63 +319,6 @@ def metadata_ok(bootstrap: str, timeout: float = 5.0, cluster_id: str | None = N
     except Exception:
         return False
     return bool(md.brokers) and (cluster_id is None or md.cluster_id == cluster_id)
-
-
-def create_topics(
-    bootstrap: str,
-    names: Iterable[str],
-    partitions: int = 1,
-    *,
-    replication_factor: int = 1,
-    config: Mapping[str, str] | None = None,
-    timeout: float = 30.0,
-) -> None:
-    """Create topics, ignoring ones that already exist; return once all have partition leaders."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import NewTopic
-
-    names = list(dict.fromkeys(names))
-    if not names:
-        return
-    admin = _admin(bootstrap)
-    new = [
-        NewTopic(
-            n,
-            num_partitions=partitions,
-            replication_factor=replication_factor,
-            config=dict(config or {}),
-        )
-        for n in names
-    ]
-    futures = admin.create_topics(new, operation_timeout=timeout, request_timeout=timeout)
-    for name, fut in futures.items():
-        try:
-            fut.result(timeout=timeout)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue
-            msg = f"creating topic {name!r} failed: {exc}"
-            raise RuntimeError(msg) from exc
-
-    deadline = time.monotonic() + timeout
-    pending = set(names)
-    while pending:
-        md = admin.list_topics(timeout=max(1.0, deadline - time.monotonic()))
-        for name in list(pending):
-            t = md.topics.get(name)
-            if (
-                t is not None
-                and t.error is None
-                and t.partitions
-                and all(p.leader >= 0 for p in t.partitions.values())
-            ):
-                pending.discard(name)
-        if pending:
-            if time.monotonic() > deadline:
-                msg = f"topics without leaders after {timeout:.0f} s: {sorted(pending)}"
-                raise RuntimeError(msg)
-            time.sleep(0.1)
 
 
 def _pdeathsig_hook() -> Any:
