@@ -21,6 +21,7 @@ from newsflow.core.hashing import bytes_id, stable_id
 from newsflow.core.timeutil import ms_to_iso
 from newsflow.feeds.fastfeed import fast_parse
 from newsflow.feeds.urls import absolutize, canonicalize_url, registrable_domain
+from newsflow.feeds.xml import needs_byte_repair, repair_xml_bytes
 from newsflow.model.records import Article, DeadLetter, Media, RawPayload
 from newsflow.model.vocab import HealthStatus
 from newsflow.text.html import (
@@ -43,8 +44,6 @@ CATEGORY_SYNONYMS = {
     "entertainment news": "entertainment", "health news": "health",
 }
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
-_AMP_FIX = re.compile(rb"&(?!(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#x[0-9A-Fa-f]{1,6});)")
-_BAD_XML_CHARS = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 @dataclass(slots=True)
@@ -87,11 +86,6 @@ def make_deadletter(
     )
 
 
-def recover_xml(body: bytes) -> bytes:
-    """000 Step 1 lenient recovery (1): escape bare ``&`` and drop bytes invalid in XML 1.0."""
-    return _BAD_XML_CHARS.sub(b"", _AMP_FIX.sub(b"&amp;", body))
-
-
 def _install_dc_date_hook() -> None:
     """feedparser files ``<dc:date>`` under ``updated``, where Atom's own ``<updated>`` also goes:
     keep its parsed value under ``dc_date_parsed`` too, so 000's priority (dc:date first) can be
@@ -114,10 +108,6 @@ def _install_dc_date_hook() -> None:
 
 
 _install_dc_date_hook()
-
-
-def _needs_xml_repair(body: bytes) -> bool:
-    return _AMP_FIX.search(body) is not None or _BAD_XML_CHARS.search(body) is not None
 
 
 def parse_feed(body: bytes, base_url: str | None) -> Any:
@@ -377,11 +367,11 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
         try:
             d = parse_feed(body, base)
             fmt = d.get("version") or ""
-            if d.get("bozo") and (not d.entries or _needs_xml_repair(body)):
+            if d.get("bozo") and (not d.entries or needs_byte_repair(body)):
                 # feedparser's loose parser recovers items from broken XML but reads a bare
                 # "&T" as an entity ("AT&T;"): repair and re-parse whenever the repair applies,
                 # keep the repaired parse when it finds at least as many items
-                fixed = recover_xml(body)
+                fixed = repair_xml_bytes(body)
                 d2 = parse_feed(fixed, base)
                 if len(d2.entries) >= len(d.entries) and (
                         d2.entries or (d2.get("version") and not d2.get("bozo"))):

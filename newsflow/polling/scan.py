@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import calendar
-import html.entities
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -17,20 +16,16 @@ from typing import Any
 import xxhash
 
 from newsflow.core.timeutil import dt_to_ms
+from newsflow.feeds.xml import repair_xml, split_bom
 from newsflow.model.vocab import HealthStatus
 from newsflow.polling.state import PollPolicy
 
-_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _FEED_ROOTS = frozenset({"rss", "feed", "rdf:rdf", "rdf", "channel"})
 
 
 def _first_tag(body: bytes, limit: int = 4096) -> str | None:
     """Name of the first element (or ``!doctype x``) after BOM, XML declaration, comments, PIs."""
-    head = body[:limit]
-    for bom in _BOMS:
-        if head.startswith(bom):
-            head = head[len(bom):]
-            break
+    _, head = split_bom(body[:limit])
     if head[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(head) > 1 and head[1:2] == b"\x00"):
         try:
             head = head.decode("utf-16").encode("utf-8")
@@ -294,48 +289,6 @@ def _scan_tree(root: ET.Element, now_ms: int, policy: PollPolicy) -> FeedScan:
         ttl_s=ttl_s,
         sy_interval_s=sy_update_interval_s(sy_period, sy_freq),
     )
-
-
-_BARE_AMP = re.compile(rb"&(?!(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);)")
-_BAD_XML_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-_NAMED_ENTITY = re.compile(r"&([A-Za-z][A-Za-z0-9]*);")
-_XML_DECL = re.compile(rb"^\s*<\?xml[^>]*\?>")
-_DECL_ENCODING = re.compile(rb"""^\s*<\?xml[^>]*encoding=["']([A-Za-z0-9._-]+)["']""")
-_XML_ENTITIES = frozenset({"amp", "lt", "gt", "quot", "apos"})
-
-
-def repair_xml(body: bytes) -> bytes:
-    """000 Step 1 lenient recovery, step 1: fix common XML problems.
-
-    Decodes with the declared encoding (or UTF-8, replacing bad bytes), drops characters XML
-    forbids, escapes bare ``&``, turns HTML named entities (``&nbsp;``) into numeric references,
-    and re-encodes as UTF-8 without the old encoding declaration.
-    """
-    raw = body
-    for bom in _BOMS:
-        if raw.startswith(bom):
-            enc_bom = {b"\xef\xbb\xbf": "utf-8", b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}[bom]
-            text = raw[len(bom):].decode(enc_bom, "replace")
-            break
-    else:
-        m = _DECL_ENCODING.match(raw[:200])
-        enc = m.group(1).decode("ascii") if m else "utf-8"
-        try:
-            text = raw.decode(enc, "replace")
-        except LookupError:
-            text = raw.decode("utf-8", "replace")
-    text = _BAD_XML_CHARS.sub("", text)
-
-    def _entity(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name in _XML_ENTITIES:
-            return m.group(0)
-        cp = html.entities.name2codepoint.get(name)
-        return f"&#{cp};" if cp is not None else f"&amp;{name};"
-
-    text = _NAMED_ENTITY.sub(_entity, text)
-    out = _XML_DECL.sub(b"", text.encode("utf-8"), count=1)
-    return _BARE_AMP.sub(b"&amp;", out)
 
 
 def _scan_with_feedparser(body: bytes, now_ms: int, policy: PollPolicy) -> FeedScan:
