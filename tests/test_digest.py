@@ -17,7 +17,7 @@ from newsflow.core.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
 from newsflow.digest.assemble import assemble_digest, digest_memory
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.health import FeedHealthAccumulator
-from newsflow.digest.labels import capitalized_phrases, extractive_summary
+from newsflow.digest.labels import extractive_summary
 from newsflow.digest.schedule import (
     ALSO_MENTIONED,
     MIDDAY,
@@ -30,6 +30,7 @@ from newsflow.digest.schedule import (
     DigestWindow,
     SectionLimits,
 )
+from newsflow.text.entities import capitalized_phrases
 from newsflow.text.tokenize import TextFeatures
 from newsflow.wire.contracts import validate
 

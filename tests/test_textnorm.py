@@ -7,13 +7,13 @@ import pytest
 from newsflow.text.titles import (
     char_shingles,
     content_tokens,
-    light_stem,
     normalize_title,
     strip_title_affixes,
     title_tokens,
     url_slug_tokens,
     word_shingles,
 )
+from newsflow.text.tokenize import light_stem
 
 
 @pytest.mark.parametrize(

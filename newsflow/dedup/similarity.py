@@ -25,6 +25,8 @@ import numpy as np
 import xxhash
 from rapidfuzz.distance import JaroWinkler
 
+from newsflow.text.sentences import split_sentences
+
 __all__ = [
     "MAX_HASH",
     "MERSENNE_PRIME",
@@ -135,7 +137,8 @@ def minhash_permutations(num_perm: int = 128, seed: int = 1) -> tuple[np.ndarray
 
 def _sha1_32(data: bytes) -> int:
     """datasketch.hashfunc.sha1_hash32: first 4 bytes of SHA-1, little endian."""
-    return struct.unpack("<I", hashlib.sha1(data).digest()[:4])[0]
+    value: int = struct.unpack("<I", hashlib.sha1(data).digest()[:4])[0]
+    return value
 
 
 @lru_cache(maxsize=1 << 18)
@@ -151,7 +154,8 @@ def minhash_signature(shingles: Iterable[str], num_perm: int = 128, seed: int = 
     with the UTF-8 bytes of each shingle (same sha1_hash32, same permutations, same uint64
     overflow). An empty set gives the all-``MAX_HASH`` signature, like an empty MinHash.
     """
-    return minhash_signatures([list(shingles)], num_perm, seed)[0]
+    signature: np.ndarray = minhash_signatures([list(shingles)], num_perm, seed)[0]
+    return signature
 
 
 def minhash_signatures(
@@ -216,7 +220,8 @@ def _mix64(h: np.ndarray) -> np.ndarray:
     h = h * np.uint64(0xBF58476D1CE4E5B9)
     h = h ^ (h >> np.uint64(27))
     h = h * np.uint64(0x94D049BB133111EB)
-    return h ^ (h >> np.uint64(31))
+    mixed: np.ndarray = h ^ (h >> np.uint64(31))
+    return mixed
 
 
 def lsh_band_keys_bulk(signatures: np.ndarray, bands: int = 16, rows: int = 8,
@@ -240,7 +245,8 @@ def lsh_band_keys(signature: np.ndarray, bands: int = 16, rows: int = 8, salt: s
     every candidate is confirmed by the exact measure anyway). ``salt`` separates key spaces
     ("t" title, "b" body).
     """
-    return lsh_band_keys_bulk(signature[None, :], bands, rows, salt)[0].tolist()
+    keys: list[int] = lsh_band_keys_bulk(signature[None, :], bands, rows, salt)[0].tolist()
+    return keys
 
 
 def compress_signature(signature: np.ndarray, bits: int = 16) -> bytes:
@@ -270,7 +276,6 @@ def signature_jaccard(a: bytes, b: bytes, bits: int = 16) -> float:
 
 # --- Layer 4: sentence-level overlap (001) -----------------------------------------------
 
-_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[]?[A-Z0-9])")
 _NONWORD = re.compile(r"[^\w]+", re.UNICODE)
 
 
@@ -280,7 +285,7 @@ def first_sentences(text: str, n: int = 3, min_words: int = 11) -> list[str]:
     out: list[str] = []
     if not text:
         return out
-    for sent in _SENT_SPLIT.split(text):
+    for sent in split_sentences(text):
         norm = _NONWORD.sub(" ", sent.lower()).split()
         if len(norm) >= min_words:
             out.append(" ".join(norm))

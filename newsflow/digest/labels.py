@@ -1,4 +1,4 @@
-"""Topic labels and summaries: capitalized phrases (entities), the cluster's entity, sentences,
+"""Topic labels and summaries: the cluster's entity (phrases from :mod:`newsflow.text.entities`),
 extractive summaries.
 """
 
@@ -9,79 +9,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from newsflow.text.tokenize import STOP_WORDS, _analyze_word, words
+from newsflow.text.entities import capitalized_phrases, is_title_case
+from newsflow.text.sentences import split_sentences
+from newsflow.text.tokenize import _analyze_word, words
 
 # --------------------------------------------------------------------------------------
 # Entities, labels, summaries
 # --------------------------------------------------------------------------------------
-
-_GENERIC_TEXT = (
-    "breaking update updated exclusive watch video live report reports analysis opinion "
-    "review photos photo pictures new news today monday tuesday wednesday thursday friday "
-    "saturday sunday january february march april may june july august september october "
-    "november december jan feb mar apr jun jul aug sep sept oct nov dec "
-    "mr mrs ms dr it this that these those here there what why how when "
-    "where who first last"
-)
-_GENERIC_CAPS = frozenset(_GENERIC_TEXT.split())
-_CAP_TOKEN = re.compile(r"[^\W\d_][\w&'’.-]*|\d[\w.,]*|[.!?:;,\"“”()\[\]|—–-]")
-
-
-def _is_title_case(title: str) -> bool:
-    long = [w for w in title.split() if len(w) > 3 and w[0].isalpha()]
-    return len(long) >= 2 and sum(w[0].isupper() for w in long) >= 0.75 * len(long)
-
-
-def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
-    """Runs of capitalized words ("Barack Obama", "European Central Bank"), original case,
-    minus stop/generic words; sentence-initial single words are skipped (undecidable)."""
-    out: list[str] = []
-    run: list[str] = []
-    initial = True
-    run_initial = False
-
-    def close() -> None:
-        if run:
-            # long runs are Title Case headline fragments, not names
-            lone_initial = skip_initial and run_initial and len(run) == 1 and not run[0].isupper()
-            if not lone_initial and len(run) <= 4:
-                out.append(" ".join(run))
-            run.clear()
-
-    toks = _CAP_TOKEN.findall(text)
-    for i, tok in enumerate(toks):
-        if tok in '.!?:;|—–-"“”()[]':
-            close()
-            initial = tok in ".!?:;|"
-            continue
-        if tok == ",":
-            close()
-            continue
-        w = re.sub(r"['’]s$", "", tok).strip(".-'’")
-        low = w.lower()
-        nxt = toks[i + 1] if i + 1 < len(toks) else ""
-        if (
-            w
-            and w[0].isupper()
-            and (len(w) > 1)
-            and (
-                (low not in STOP_WORDS and low not in _GENERIC_CAPS)
-                # "New York", "New Zealand": a place name, not the generic "new"
-                or (low == "new" and nxt[:1].isupper() and nxt.lower() not in _GENERIC_CAPS)
-            )
-        ):
-            if not run:
-                run_initial = initial
-            run.append(w)
-        else:
-            close()
-        initial = False
-        if tok[-1] in ".!?" and not re.fullmatch(r"(?:[A-Za-z]\.)+", tok):
-            # "... data. Aftershocks of ..." -- the period came attached to the word
-            close()
-            initial = True
-    close()
-    return out
 
 
 def _entities_of(rec: Mapping[str, Any]) -> dict[str, int]:
@@ -92,7 +26,7 @@ def _entities_of(rec: Mapping[str, Any]) -> dict[str, int]:
     body = " ".join((rec.get("body_text") or "").split()[:80])
     body_ents = capitalized_phrases(body)
     out: dict[str, int] = dict.fromkeys(body_ents, 1)
-    if title and not _is_title_case(title):
+    if title and not is_title_case(title.split()):
         confirmed = {e.lower() for e in body_ents}
         for e in capitalized_phrases(title, skip_initial=False):
             if e.lower() in confirmed or e in capitalized_phrases(title):
@@ -188,13 +122,6 @@ def short_headline(title: str, max_words: int = 10) -> str:
 
 
 _WORD_CASED = re.compile(r"[^\W_]+", re.UNICODE)
-_SENT_SPLIT = re.compile(r"(?<=[.!?])[\"”’)]*\s+(?=[\"“‘(]?[A-Z0-9])")
-
-
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENT_SPLIT.split(" ".join(text.split())) if s.strip()]
-
-
 def extractive_summary(
     rec: Mapping[str, Any],
     key_stems: Sequence[str] = (),
@@ -207,7 +134,7 @@ def extractive_summary(
     lo, hi = words_range
     body = rec.get("body_text") or ""
     title = rec.get("title") or ""
-    sents = sentences(body)[:max_sentences]
+    sents = split_sentences(body)[:max_sentences]
     tnorm = " ".join(words(title))
     sents = [s for s in sents if len(s.split()) >= 4 and " ".join(words(s)) != tnorm]
     if not sents:

@@ -1,83 +1,119 @@
-"""Named-entity extraction for dedup Layer 5 without a model download.
+"""Named entities without a model download: one capitalized-phrase extractor for dedup Layer 5
+and the digest's topic labels.
 
 000 Step 3 Layer 5 / 001 "Layer 5: Entity & Fact Overlap": "Extract named entities (people,
 organizations, locations) from both articles; IF entity overlap >= 80% AND publication dates
-within 24 hours THEN classify as 'same event, different coverage'".
+within 24 hours THEN classify as 'same event, different coverage'". 000 Step 5 / 001: a topic's
+label is "[Named Entity]: [top terms]".
 
-Extraction is a capitalized-phrase heuristic (no model, ~10 µs per headline): runs of words
-that start with a capital letter or are acronyms, minus a stop list of common English and
-headline words. Headlines in Title Case ("Pizza Chain Sbarro Files For Bankruptcy") capitalize
-everything, so the stop list, not the case, decides there. Its quality on real headlines is
-measured in ``bench/README-stories.md`` (Layer 5 precision/recall).
+:func:`capitalized_phrases` keeps runs of capitalized words (original case) minus stop and
+generic words; a lone capitalized word at the start of a sentence is undecidable and skipped.
+Layer 5 compares the lower-cased single-word keys (:func:`entity_keys`). Its quality on real
+headlines is measured in ``bench/README-stories.md`` (Layer 5 precision/recall).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-__all__ = ["COMMON_WORDS", "entity_keys", "entity_overlap", "extract_entities"]
+from newsflow.text.tokenize import STOP_WORDS
 
-# Common English and headline words that are capitalized in Title Case headlines but are not
-# names. Lowercase. Hand-written (not learned from the evaluation data).
-_COMMON_TEXT = ["a", "about", "above", "across", "act", "after", "again", "against", "ago", "ahead", "aid", "all", "almost", "along", "already", "also", "although", "always", "am", "among", "an", "and", "announce", "announced", "announces", "another", "any", "anyone", "anything", "are", "area", "around", "as", "ask", "asks", "at", "attack", "attacks", "away", "back", "bad", "ban", "bank", "banks", "battle", "be", "beat", "became", "because", "become", "been", "before", "begin", "begins", "behind", "being", "believe", "below", "best", "better", "between", "big", "bill", "billion", "bills", "black", "blow", "board", "body", "book", "boost", "boosts", "born", "both", "boy", "break", "breaking", "bring", "brings", "build", "business", "but", "buy", "buys", "by", "call", "calls", "came", "campaign", "can", "cancer", "car", "case", "cases", "cause", "center", "centre", "chance", "change", "charge", "charged", "charges", "chief", "child", "children", "city", "claim", "claims", "close", "closes", "come", "comes", "coming", "company", "companies", "concern", "concerns", "could", "council", "country", "court", "crash", "crisis", "cut", "cuts", "day", "days", "dead", "deal", "deals", "death", "debt", "decision", "deep", "despite", "did", "die", "dies", "down", "drop", "drops", "due", "during", "each", "early", "earnings", "east", "economy", "end", "ends", "even", "event", "ever", "every", "exclusive", "expected", "face", "faces", "fall", "falls", "family", "fans", "far", "fast", "fear", "fears", "few", "fight", "file", "files", "final", "find", "finds", "fire", "first", "five", "for", "former", "found", "four", "free", "from", "full", "fund", "future", "game", "games", "gas", "get", "gets", "girl", "give", "gives", "go", "goes", "going", "gone", "good", "got", "government", "great", "group", "grow", "growth", "had", "half", "hand", "has", "have", "he", "head", "health", "heart", "help", "her", "here", "high", "hike", "him", "his", "hit", "hits", "hold", "holds", "home", "hope", "hot", "house", "how", "however", "huge", "i", "if", "in", "inc", "increase", "into", "is", "issue", "it", "its", "job", "jobs", "just", "keep", "key", "kid", "kids", "kill", "killed", "kills", "know", "last", "late", "latest", "launch", "launches", "law", "lead", "leads", "leave", "left", "less", "let", "life", "like", "likely", "line", "live", "long", "look", "looks", "lose", "loss", "lost", "low", "made", "make", "makes", "man", "market", "markets", "may", "me", "meet", "meeting", "men", "might", "million", "miss", "money", "month", "months", "more", "most", "move", "moves", "much", "must", "my", "near", "need", "needs", "never", "new", "news", "next", "night", "no", "north", "not", "now", "number", "of", "off", "offer", "offers", "official", "officials", "oil", "old", "on", "once", "one", "only", "open", "opens", "or", "order", "other", "our", "out", "over", "own", "part", "party", "past", "pay", "people", "percent", "phone", "plan", "plans", "play", "player", "players", "plus", "police", "power", "president", "price", "prices", "probe", "profit", "program", "public", "push", "quarter", "rate", "rates", "reach", "real", "record", "report", "reports", "rise", "rises", "rising", "risk", "rule", "rules", "run", "runs", "said", "sale", "sales", "same", "save", "say", "says", "season", "second", "see", "seen", "sees", "sell", "sells", "set", "sets", "share", "shares", "she", "shot", "show", "shows", "side", "since", "six", "small", "so", "some", "soon", "south", "star", "start", "starts", "state", "states", "stay", "still", "stock", "stocks", "stop", "story", "strike", "strong", "study", "such", "support", "sure", "take", "takes", "talk", "talks", "tax", "team", "tech", "tell", "test", "than", "that", "the", "their", "them", "then", "there", "these", "they", "thing", "things", "think", "third", "this", "those", "three", "through", "time", "times", "to", "today", "top", "total", "trade", "trial", "trip", "true", "try", "turn", "two", "under", "update", "updated", "us", "use", "used", "user", "users", "very", "video", "vote", "wall", "want", "wants", "war", "warn", "warns", "was", "watch", "water", "way", "we", "week", "weeks", "well", "were", "west", "what", "when", "where", "which", "while", "white", "who", "why", "will", "win", "wins", "with", "without", "woman", "women", "won", "word", "work", "world", "would", "year", "years", "yet", "you", "young", "your"]
-COMMON_WORDS: frozenset[str] = frozenset(_COMMON_TEXT)
+__all__ = [
+    "capitalized_phrases",
+    "entity_keys",
+    "entity_overlap",
+    "extract_entities",
+    "is_title_case",
+]
 
-_TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][\w\u00C0-\u024F&.'\u2019-]*|\d+")
-_POSSESSIVE = re.compile(r"['\u2019]s?$")
+#: capitalized words that are no names (headline tags, weekdays, months, titles, pronouns)
+_GENERIC_TEXT = (
+    "breaking update updated exclusive watch video live report reports analysis opinion "
+    "review photos photo pictures new news today monday tuesday wednesday thursday friday "
+    "saturday sunday january february march april may june july august september october "
+    "november december jan feb mar apr jun jul aug sep sept oct nov dec "
+    "mr mrs ms dr it this that these those here there what why how when "
+    "where who first last"
+)
+_GENERIC_CAPS = frozenset(_GENERIC_TEXT.split())
+_CAP_TOKEN = re.compile(r"[^\W\d_][\w&'’.-]*|\d[\w.,]*|[.!?:;,\"“”()\[\]|—–-]")
 
 
-def _is_title_case(words: list[str]) -> bool:
-    long = [w for w in words if len(w) > 3 and w[0].isalpha()]
-    if len(long) < 2:
-        return False
-    return sum(1 for w in long if w[0].isupper()) >= 0.75 * len(long)
+def is_title_case(words: Sequence[str]) -> bool:
+    """Headline Title Case ("Pizza Chain Sbarro Files For Bankruptcy"): at least 3/4 of the
+    2+ words longer than 3 letters start with a capital, so case says little about names.
 
-
-def extract_entities(text: str, max_entities: int = 12) -> list[str]:
-    """Capitalized phrases of a headline or sentence, lowercased, in order, deduplicated.
-
-    ``"Chiquita and Fyffes merge to create world's top banana"`` -> ``["chiquita", "fyffes"]``;
-    ``"Barack Obama meets Angela Merkel in Berlin"`` -> ``["barack obama", "angela merkel",
-    "berlin"]``. Acronyms count ("NSA", "GM"); numbers and common words do not.
+    >>> is_title_case("Pizza Chain Sbarro Files For Bankruptcy".split())
+    True
+    >>> is_title_case("Apple unveils iPhone as Samsung sales slow".split())
+    False
     """
-    words = _TOKEN.findall(text)
-    if not words:
-        return []
-    title_case = _is_title_case(words)
-    phrases: list[str] = []
+    long = [w for w in words if len(w) > 3 and w[0].isalpha()]
+    return len(long) >= 2 and sum(w[0].isupper() for w in long) >= 0.75 * len(long)
+
+
+def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
+    """Runs of capitalized words ("Barack Obama", "European Central Bank"), original case,
+    minus stop/generic words; sentence-initial single words are skipped (undecidable)."""
+    out: list[str] = []
     run: list[str] = []
+    initial = True
+    run_initial = False
 
     def close() -> None:
         if run:
-            phrases.append(" ".join(run))
+            # long runs are Title Case headline fragments, not names
+            lone_initial = skip_initial and run_initial and len(run) == 1 and not run[0].isupper()
+            if not lone_initial and len(run) <= 4:
+                out.append(" ".join(run))
             run.clear()
 
-    for i, raw in enumerate(words):
-        w = _POSSESSIVE.sub("", raw).strip(".-'")
+    toks = _CAP_TOKEN.findall(text)
+    for i, tok in enumerate(toks):
+        if tok in '.!?:;|—–-"“”()[]':
+            close()
+            initial = tok in ".!?:;|"
+            continue
+        if tok == ",":
+            close()
+            continue
+        w = re.sub(r"['’]s$", "", tok).strip(".-'’")
         low = w.lower()
-        if not w or w[0].isdigit() or not w[0].isupper() or low in COMMON_WORDS:
-            close()
-            continue
-        is_acronym = len(w) >= 2 and w.isupper()
+        nxt = toks[i + 1] if i + 1 < len(toks) else ""
         if (
-            i == 0
-            and not title_case
-            and not is_acronym
-            and len(words) > 1
-            and not (words[1][:1].isupper() and words[1].lower() not in COMMON_WORDS)
+            w
+            and w[0].isupper()
+            and (len(w) > 1)
+            and (
+                (low not in STOP_WORDS and low not in _GENERIC_CAPS)
+                # "New York", "New Zealand": a place name, not the generic "new"
+                or (low == "new" and nxt[:1].isupper() and nxt.lower() not in _GENERIC_CAPS)
+            )
         ):
-            # sentence-initial capital of a sentence-case headline: a name only when the next
-            # word is capitalized too ("Rand Paul ...") — otherwise undecidable, skip it.
+            if not run:
+                run_initial = initial
+            run.append(w)
+        else:
             close()
-            continue
-        if len(low) < 2:
+        initial = False
+        if tok[-1] in ".!?" and not re.fullmatch(r"(?:[A-Za-z]\.)+", tok):
+            # "... data. Aftershocks of ..." -- the period came attached to the word
             close()
-            continue
-        run.append(low)
+            initial = True
     close()
-    out = list(dict.fromkeys(phrases))
-    return out[:max_entities]
+    return out
+
+
+def extract_entities(text: str, max_entities: int = 12) -> list[str]:
+    """Layer 5 entities: :func:`capitalized_phrases` lower-cased, deduplicated, in order.
+
+    >>> extract_entities("Barack Obama meets Angela Merkel in Berlin")
+    ['barack obama', 'angela merkel', 'berlin']
+    >>> extract_entities("stocks fall as oil rises")
+    []
+    """
+    return list(dict.fromkeys(p.lower() for p in capitalized_phrases(text)))[:max_entities]
 
 
 def entity_keys(entities: Iterable[str]) -> frozenset[str]:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
+
+from newsflow.text.tokenize import light_stem
 
 __all__ = [
     "STOPWORDS",
     "char_shingles",
     "content_tokens",
-    "light_stem",
     "normalize_title",
     "strip_title_affixes",
     "title_tokens",
@@ -129,21 +129,6 @@ def normalize_title(title: str, publisher: str | None = None) -> str:
 def title_tokens(title: str, publisher: str | None = None) -> list[str]:
     """Words of the normalized title, in order (the word set of 001 Layer 3 Jaccard)."""
     return normalize_title(title, publisher).split()
-
-
-@lru_cache(maxsize=1 << 18)
-def light_stem(word: str) -> str:
-    """A tiny, deterministic plural stripper ("banks" -> "bank", "stories" -> "story").
-
-    Enough to make "merger"/"mergers" or "stock"/"stocks" one term for story matching; not
-    used by the seed Layer 3 Jaccard (which compares word sets as they are).
-    """
-    n = len(word)
-    if n > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if n > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
 
 
 def content_tokens(words: Iterable[str], stem: bool = True) -> list[str]:
