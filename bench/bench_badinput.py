@@ -20,7 +20,7 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.badinput import corpus, good  # noqa: E402
+from tests.badinput import corpus, good
 
 NEWSFLOW = [sys.executable, "-m", "newsflow.cli.main", "demo"]
 

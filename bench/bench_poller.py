@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bytewax.outputs import DynamicSink, StatelessSinkPartition  # noqa: E402
+from bytewax.outputs import DynamicSink, StatelessSinkPartition
 
 from newsflow.connectors.http_fetch import FetchConfig
 from newsflow.connectors.poller import KafkaRecord, PollEngine, PollerConfig

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -127,10 +128,10 @@ def load_settings(path: str | Path | None = None, env: dict[str, str] | None = N
         s = replace(s, **{k: v for k, v in data.items() if k in known})
         if topics:
             s = replace(s, topics=replace(s.topics, **topics))
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     updates: dict[str, Any] = {}
     for f in fields(Settings):
         key = f"NEWSFLOW_{f.name.upper()}"
-        if key in env and f.name != "topics":
-            updates[f.name] = _coerce(getattr(s, f.name), env[key])
+        if key in environ and f.name != "topics":
+            updates[f.name] = _coerce(getattr(s, f.name), environ[key])
     return replace(s, **updates) if updates else s

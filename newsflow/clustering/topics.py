@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -305,7 +305,8 @@ def hashed_matrix(features: Sequence[TextFeatures], dim: int = 64) -> np.ndarray
     m = np.bincount(idx, weights=signs, minlength=n * dim).reshape(n, dim)
     norms = np.sqrt(np.einsum("ij,ij->i", m, m))
     norms[norms == 0.0] = 1.0
-    return m / norms[:, None]
+    rows_l2: np.ndarray = m / norms[:, None]
+    return rows_l2
 
 
 def assign_many(
@@ -339,7 +340,7 @@ def assign_many(
         d = X - C[j]
         D[:, j] = np.einsum("ij,ij->i", d, d)
     out: list[TopicAssignment] = []
-    nonempty = X.any(axis=1)
+    nonempty = cast("np.ndarray", X.any(axis=1))  # a row flag per document (X is 2-D)
     for i in range(n):
         k = int(D[i].argmin())
         dist = float(np.sqrt(D[i, k]))

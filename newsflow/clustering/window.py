@@ -171,7 +171,8 @@ def dbscan_labels(
         return np.zeros(0, dtype=np.int64)
     G = radius_graph(X, eps) if n <= exact_max else blocked_radius_graph(X, eps, block_size)
     db = DBSCAN(eps=eps, min_samples=min_samples, metric="precomputed")
-    return db.fit_predict(G, sample_weight=sample_weight)
+    labels: np.ndarray = db.fit_predict(G, sample_weight=sample_weight)
+    return labels
 
 
 def story_groups(sel: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, int]:
@@ -215,7 +216,9 @@ def cluster_articles(
         if config.group_by_story:
             group, ng = story_groups(sel)
             if ng < len(sel):
-                return ward_labels(group_rows(X, group, ng), config.n_topics, config)[group]
+                per_story = ward_labels(group_rows(X, group, ng), config.n_topics, config)
+                per_member: np.ndarray = per_story[group]
+                return per_member
         return ward_labels(X, config.n_topics, config)
     if config.group_by_story:
         group, ng = story_groups(sel)
@@ -235,7 +238,8 @@ def cluster_articles(
             for g in np.flatnonzero((lab < 0) & (w >= 2)):
                 lab[g] = nxt
                 nxt += 1
-            return lab[group]
+            per_article: np.ndarray = lab[group]
+            return per_article
     return dbscan_labels(
         X,
         config.eps,
@@ -265,12 +269,15 @@ def ward_labels(X: sp.csr_matrix, k: int, config: ClusteringParams) -> np.ndarra
         else X.toarray()
     )
     if n <= config.ward_max_points:
-        return AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(Z)
+        ward: np.ndarray = AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(Z)
+        return ward
     m = max(k, config.ward_max_points)
     d, C = _lloyd(Z, m, 0, iters=8)
     micro = d.argmin(axis=1)
     used = np.unique(micro)
     if len(used) <= k:
-        return np.searchsorted(used, micro)
+        dense: np.ndarray = np.searchsorted(used, micro)
+        return dense
     top = AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(C[used])
-    return top[np.searchsorted(used, micro)]
+    merged: np.ndarray = top[np.searchsorted(used, micro)]
+    return merged

@@ -9,10 +9,11 @@ deterministic with any number of workers. Items are ``(seq, bytes)`` with ``seq`
 from __future__ import annotations
 
 import gzip
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, NoReturn
+from typing import NoReturn
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
@@ -34,7 +35,7 @@ def archive_files(path: str | os.PathLike[str]) -> list[Path]:
     return files
 
 
-def _open(path: Path) -> IO[bytes]:
+def _open(path: Path) -> io.BufferedIOBase:
     return gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")
 
 

@@ -376,7 +376,7 @@ class BandIndex:
             hit = slab.keys() & keyset
             if not hit:
                 continue
-            if first is not None and s == first:  # the slab straddling the cutoff
+            if since_ms is not None and s == first:  # the slab straddling the cutoff
                 for k in hit:
                     out.extend(e for e in slab[k] if e[1] >= since_ms)
             else:
@@ -950,8 +950,8 @@ class StoryAssigner:
         decision = decide(features, cands, cfg)
         story: StoryState | None = None
         if decision.matched_ref is not None:
-            sid = self.story_of.get(decision.matched_ref)
-            story = self.stories.get(sid) if sid is not None else None
+            matched_sid = self.story_of.get(decision.matched_ref)
+            story = self.stories.get(matched_sid) if matched_sid is not None else None
             if story is not None and cfg.reopen_closed_stories and \
                     now - story.last_ms >= cfg.story_idle_ms:
                 story = None

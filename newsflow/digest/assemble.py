@@ -307,7 +307,7 @@ def assemble_digest(
     attribution_fixes = 0
     missing_attr = 0
     for name in (TOP_STORIES, NOTEWORTHY, ALSO_MENTIONED):
-        items = []
+        rendered: list[dict[str, Any]] = []
         for c in sections_items[name]:
             fixed, missing = _ensure_attribution(c, sel)
             attribution_fixes += fixed
@@ -318,8 +318,8 @@ def assemble_digest(
             used_labels[label.lower()] = n + 1
             if n:  # re-label duplicates with the lead's publisher
                 item["label"] = f"{label} ({item['lead']['publisher']})"
-            items.append(item)
-        sections.append({"name": name, "items": items})
+            rendered.append(item)
+        sections.append({"name": name, "items": rendered})
     checks.append(
         {
             "check": "attribution",

@@ -111,14 +111,14 @@ def _language(el: ET.Element | None, xml_lang: bool = False) -> str | None:
     if el is None:
         return None
     for cand in (el.find("language"), el.find(f"{DC}language")):
-        if cand is not None and (cand.text or "").strip():
+        if cand is not None and cand.text and cand.text.strip():
             return cand.text.strip()
     return el.get(XML_LANG) if xml_lang else None
 
 
 def _common(item: ET.Element, e: dict[str, Any]) -> None:
     creator = item.find(f"{DC}creator")
-    if creator is not None and (creator.text or "").strip():
+    if creator is not None and creator.text and creator.text.strip():
         e["author"] = creator.text.strip()
         e["author_detail"] = {"name": creator.text.strip()}
     tags = [{"term": (_text(c) or "").strip()} for c in item.findall("category")]
@@ -146,7 +146,7 @@ def _rss20(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     _only(ch, RSS20_CHANNEL)
     feed: dict[str, Any] = {"title": _text(ch.find("title")) or "", "language": _language(ch) or ch.get(XML_LANG) or root.get(XML_LANG)}
     me = ch.find("managingEditor")
-    if me is not None and (me.text or "").strip():
+    if me is not None and me.text and me.text.strip():
         feed["author"] = me.text.strip()
         feed["author_detail"] = _author_detail(me.text)
     entries = []
@@ -159,10 +159,10 @@ def _rss20(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         links = item.findall("link")
         if len(links) > 1 or (links and links[0].attrib):
             raise _Unsupported
-        if links and (_text(links[0]) or "").strip():
-            e["link"] = links[0].text.strip()
+        if links and (link_text := (_text(links[0]) or "").strip()):
+            e["link"] = link_text
         g = item.find("guid")
-        if g is not None and (g.text or "").strip():
+        if g is not None and g.text and g.text.strip():
             e["id"] = g.text.strip()
             permalink = g.get("isPermaLink", "true").lower() != "false"
             if permalink and ":" not in e["id"]:
@@ -177,7 +177,7 @@ def _rss20(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if p is not None:
             e["published_parsed"] = _date(p.text)
         a = item.find("author")
-        if a is not None and (a.text or "").strip():
+        if a is not None and a.text and a.text.strip():
             e["author"] = a.text.strip()
             e["author_detail"] = _author_detail(a.text)
         encs = []
@@ -209,7 +209,7 @@ def _rss10(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if t is not None:
             e["title"] = _text(t)
         link = item.find(f"{RSS1}link")
-        if link is not None and (link.text or "").strip():
+        if link is not None and link.text and link.text.strip():
             e["link"] = link.text.strip()
         about = item.get(f"{RDF}about")
         if about:
@@ -234,7 +234,7 @@ def _atom(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     _only(root, ATOM_FEED)
     feed: dict[str, Any] = {"title": _atom_text(root.find(f"{ATOM}title")) or "", "language": _language(root, xml_lang=True)}
     fa = root.find(f"{ATOM}author/{ATOM}name")
-    if fa is not None and (fa.text or "").strip():
+    if fa is not None and fa.text and fa.text.strip():
         feed["author"] = fa.text.strip()
         feed["author_detail"] = {"name": fa.text.strip()}
     entries = []
@@ -256,7 +256,7 @@ def _atom(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if "link" not in e:
             raise _Unsupported  # feedparser derives the link from the id: leave it to feedparser
         i = en.find(f"{ATOM}id")
-        if i is not None and (i.text or "").strip():
+        if i is not None and i.text and i.text.strip():
             e["id"] = i.text.strip()
             if ":" not in e["id"]:
                 raise _Unsupported  # feedparser resolves relative ids against the base URL
@@ -275,7 +275,7 @@ def _atom(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if u is not None:
             e["updated_parsed"] = _date(u.text)
         an = en.find(f"{ATOM}author/{ATOM}name")
-        if an is not None and (an.text or "").strip():
+        if an is not None and an.text and an.text.strip():
             e["author"] = an.text.strip()
             e["author_detail"] = {"name": an.text.strip()}
         tags = [{"term": x.get("term", "")} for x in en.findall(f"{ATOM}category") if x.get("term")]

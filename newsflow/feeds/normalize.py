@@ -238,12 +238,13 @@ def extract_media(entry: Any, body_html: str, base: str | None) -> tuple[Media, 
 
 def extract_link(entry: Any) -> str | None:
     """<link> -> <guid isPermaLink="true"> -> Atom <id> when it is a URL."""
-    link = entry.get("link")
+    link: str | None = entry.get("link")
     if link:
         return link
     for lk in entry.get("links") or []:
         if lk.get("rel", "alternate") == "alternate" and lk.get("href"):
-            return lk["href"]
+            href: str = lk["href"]
+            return href
     gid = entry.get("id") or ""
     if entry.get("guidislink", False) or gid.startswith(("http://", "https://")):
         return gid or None

@@ -41,6 +41,13 @@ def canonicalize_url(url: str, base: str | None = None) -> str | None:
     tracking parameters removed (utm_*, fbclid, gclid, ref, ...), remaining ones sorted;
     fragment dropped; trailing slash removed (except the root path). Returns ``None`` when the
     result is not an http(s) URL.
+
+    >>> canonicalize_url("HTTP://www.Example.com:80/news/story/?utm_source=rss&id=7&fbclid=x#top")
+    'https://example.com/news/story?id=7'
+    >>> canonicalize_url("story/?b=2&a=1", base="https://example.com/news/")
+    'https://example.com/news/story?a=1&b=2'
+    >>> canonicalize_url("mailto:desk@example.com") is None
+    True
     """
     if not url:
         return None

@@ -196,7 +196,7 @@ def jittered_delay_s(interval_s: float, feed_id: str, poll_no: int, ratio: float
 def error_backoff_s(interval_s: float, consecutive_errors: int, max_s: float) -> float:
     """Per-feed backoff after errors: the interval, doubled per further consecutive error."""
     n = max(0, consecutive_errors - 1)
-    return min(max_s, interval_s * (2 ** min(n, 20)))
+    return min(max_s, interval_s * (1 << min(n, 20)))
 
 
 # --------------------------------------------------------------------------------------------

@@ -189,6 +189,7 @@ def _date_ms(value: str | None) -> int | None:
         if y < 100:
             y += 2000 if y < 50 else 1900
         if month is not None:
+            secs: int | None
             try:
                 secs = calendar.timegm((y, month, int(day), int(hh), int(mm), int(ss or 0)))
             except (ValueError, OverflowError):
@@ -198,8 +199,8 @@ def _date_ms(value: str | None) -> int | None:
                     off = int(oh) * 3600 + int(om) * 60
                     secs -= off if sign == "+" else -off
                 return secs * 1000
-    dt = _parse_http_date(v)  # odd RFC 2822 shapes, named zones (EST, PDT, ...)
-    return dt_to_ms(dt) if dt is not None else None
+    http_dt = _parse_http_date(v)  # odd RFC 2822 shapes, named zones (EST, PDT, ...)
+    return dt_to_ms(http_dt) if http_dt is not None else None
 
 
 def _item_key(*candidates: str | None) -> int:
@@ -310,7 +311,8 @@ def _scan_with_feedparser(body: bytes, now_ms: int, policy: PollPolicy) -> FeedS
         if parsed is None:
             undated += 1
         else:
-            ts = datetime(*parsed[:6], tzinfo=UTC)
+            year, month, day, hour, minute, second = parsed[:6]
+            ts = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
             undated += dt_to_ms(ts) > now_ms + policy.future_tolerance_s * 1000
     feed = d.get("feed") or {}
     return FeedScan(

@@ -173,7 +173,7 @@ def demo_payloads() -> list[RawPayload]:
                 out.append(RawPayload(feed.feed_id, f"{feed.site}/rss", fetched, 200, body,
                                       content_type="application/rss+xml", publisher=feed.publisher, tier=feed.tier))
                 continue
-            items = []
+            items: list[tuple[str | None, str, str, int, str | None, str]] = []
             for entry in COVERAGE.get(feed.feed_id, []):
                 syndicated = entry.endswith("*")
                 sid = entry.rstrip("*")
@@ -202,8 +202,8 @@ def demo_payloads() -> list[RawPayload]:
                 # tracking-parameter variants of the same URL
                 if feed.feed_id == "daily-herald" and poll_no >= 2:
                     link = link + "?utm_source=rss&utm_medium=feed&fbclid=IwAR0x"
-                body = "".join(P.format(escape(p)) for p in body_paras)
-                items.append((t, link, guid, pub, body, "World" if sid in ("quake", "heat", "election") else "Business"))
+                body_html = "".join(P.format(escape(p)) for p in body_paras)
+                items.append((t, link, guid, pub, body_html, "World" if sid in ("quake", "heat", "election") else "Business"))
             if feed.feed_id == "city-blog" and poll_no == 3:
                 items.append((None, f"{feed.site}/empty", f"{feed.site}/empty", fetched - HOUR_MS, None, "Misc"))
             # the aggregator re-posts the herald's stadium piece with tracking parameters

@@ -67,7 +67,15 @@ def authority_score(
 def recency_score(
     hours: float, lam: float = 0.03, date_uncertain: bool = False, *, penalty: float = 0.20
 ) -> float:
-    """``100 * e^(-lam * hours)``; future dates count as 0 h; x (1 - penalty) if uncertain."""
+    """``100 * e^(-lam * hours)``; future dates count as 0 h; x (1 - penalty) if uncertain.
+
+    001's "Recency Decay Function" table (lambda 0.03):
+
+    >>> [round(recency_score(h)) for h in (0, 6, 12, 24, 48, 72)]
+    [100, 84, 70, 49, 24, 12]
+    >>> recency_score(-2.0), round(recency_score(24, date_uncertain=True), 1)
+    (100.0, 38.9)
+    """
     s = 100.0 * math.exp(-lam * max(0.0, hours))
     return s * (1.0 - penalty) if date_uncertain else s
 

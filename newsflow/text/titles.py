@@ -115,8 +115,13 @@ def _norm_pub(s: str) -> str:
 
 def normalize_title(title: str, publisher: str | None = None) -> str:
     """000 Step 3 Layer 3 normalization: affixes dropped, lowercase, punctuation stripped,
-    whitespace collapsed, accents kept (NFKC). ``"UPDATE 1-Fed holds rates - Reuters"`` ->
-    ``"fed holds rates"``."""
+    whitespace collapsed, accents kept (NFKC).
+
+    >>> normalize_title("UPDATE 1-Fed holds rates - Reuters")
+    'fed holds rates'
+    >>> normalize_title("BREAKING: Café owner's \u201cbig\u201d win | BBC News", "BBC News")
+    'café owner big win'
+    """
     t = strip_title_affixes(title, publisher).lower()
     if "'" in t or "\u2019" in t:
         t = _APOS_S.sub("", t)
