@@ -103,8 +103,8 @@ def _install_dc_date_hook() -> None:
         if parsed is not None:
             self._save("dc_date_parsed", parsed, overwrite=True)
 
-    Namespace._end_dc_date = _end_dc_date  # type: ignore[attr-defined]
-    Namespace._newsflow_dc_date = True  # type: ignore[attr-defined]
+    Namespace._end_dc_date = _end_dc_date
+    Namespace._newsflow_dc_date = True
 
 
 _install_dc_date_hook()
