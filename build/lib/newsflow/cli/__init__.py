@@ -1,2 +1,0 @@
-"""The ``newsflow`` command line.
-"""

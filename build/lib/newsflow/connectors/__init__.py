@@ -1,2 +1,0 @@
-"""I/O only: files, Kafka, HTTP fetching, the poller's Bytewax source and sink.
-"""

@@ -1,2 +1,0 @@
-"""Shared primitives: stable hashes (never ``hash()``), event-time conversions, the watermark aligner.
-"""
