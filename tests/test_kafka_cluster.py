@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from bytewax.recovery import RecoveryConfig, init_db_dir
 from bytewax.testing import run_main
-from kafka_local import KafkaBroker, create_topics
+from kafka_local import KafkaBroker
 
 from newsflow.config import Settings, Topics
 from newsflow.connectors.kafka import (
@@ -23,7 +23,7 @@ from newsflow.connectors.kafka import (
     check_resume,
     kafka_error_line,
 )
-from newsflow.connectors.topics import ensure_topics, produce_values
+from newsflow.connectors.topics import create_topics, ensure_topics, produce_values
 from newsflow.flows.pipeline import kafka_flow
 from newsflow.samples.demo import demo_payloads
 from newsflow.wire.codec import encode_raw

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from kafka_local import KafkaBroker, create_topics
+from kafka_local import KafkaBroker
 
 from newsflow.cli.main import run_file_flow
 from newsflow.connectors.files import write_archive
-from newsflow.connectors.topics import produce_values
+from newsflow.connectors.topics import create_topics, produce_values
 from newsflow.samples.demo import demo_payloads
 from newsflow.wire.codec import encode_raw
 from tests.kafka_fixture import consume_all
