@@ -67,7 +67,9 @@ class MetricsServer:
     def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
         self._server = server
         self._thread = thread
-        self.host, self.port = server.server_address[:2]
+        host, port = server.server_address[:2]
+        self.host: str = host if isinstance(host, str) else host.decode()
+        self.port: int = port
 
     @property
     def url(self) -> str:

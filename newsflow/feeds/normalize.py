@@ -355,7 +355,7 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
                                                feed_id=fid, fetched_ms=fms))
         return res
     if len(body) > settings.max_payload_bytes:
-        res.status = "parse_error"
+        res.status = HealthStatus.PARSE_ERROR
         res.deadletters.append(make_deadletter(
             "parse", "payload_too_large", f"body of {len(body)} bytes is larger than {settings.max_payload_bytes}",
             body, feed_id=fid, fetched_ms=fms, max_original=settings.max_deadletter_original_bytes))
