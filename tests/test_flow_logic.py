@@ -188,6 +188,30 @@ def test_digests_logic_closes_windows_on_the_minimum_shard_watermark() -> None:
         validate("digests", d)
 
 
+def test_digests_logic_counts_articles_late_for_a_closed_window() -> None:
+    """metrics.LATE counts an article whose fetch time falls in a window already emitted."""
+    from prometheus_client import REGISTRY
+
+    def late() -> float:
+        return REGISTRY.get_sample_value("newsflow_late_for_digest_total") or 0.0
+
+    [(t, a)] = demo_articles(1)[:1]
+    stories = StoriesLogic(SETTINGS, None, False)
+    dedup = DedupLogic(SETTINGS, None, False)
+    stories.on_item(Deduped("0000:000000000001:00000", a, dedup.shard.process(a)))
+    out, _ = stories.on_item(Tick("0000:999999999999:~", t))
+    out2, _ = stories.on_item(Tick("0000:999999999999:~", t))  # both dedup shards ticked
+    [rec] = [m for m in [*out, *out2] if isinstance(m, ScoredArticle)]
+    logic = DigestsLogic(SETTINGS, None, False)
+    logic.on_item(FromShard("st00", ShardWatermark(t - HOUR)))
+    before = late()
+    logic.on_item(FromShard("st00", rec))  # on time: its windows are still open
+    assert late() == before
+    logic.on_item(FromShard("st00", ShardWatermark(t + 30 * HOUR)))  # closes them
+    logic.on_item(FromShard("st00", rec))  # the same fetch time again: too late for them
+    assert late() == before + 1
+
+
 def test_snapshots_resume_identically() -> None:
     arts = demo_articles()
     items, wm = _deduped(arts)

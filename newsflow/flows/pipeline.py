@@ -206,7 +206,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             try:
                 payload = resolve_body_ref(payload, self.s.blob_dir or None, self.s.max_payload_bytes)
             except BodyRefError as e:  # the dead letter holds the envelope, never the target's bytes
-                dl = make_deadletter("envelope", e.reason, f"{payload.body_ref[:300]}: {e}", raw,
+                dl = make_deadletter("envelope", e.reason, f"{(payload.body_ref or '')[:300]}: {e}", raw,
                                      feed_id=payload.feed_id, fetched_ms=payload.fetched_at_ms, item_index=None)
                 metrics.DEADLETTERS.labels("envelope", e.reason).inc()
                 out.append(_dl_out(t.deadletter, dl))
@@ -410,7 +410,11 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
         msg = value.message
         if isinstance(msg, ScoredArticle):
             rec = msg.record
-            self.buckets.setdefault(iso_to_ms(rec["fetched_at"]) // HOUR, []).append(digest_view(rec))
+            fetched = iso_to_ms(rec["fetched_at"])
+            if self.wm is not None and fetched < self.wm and any(
+                    w.end_ms <= self.wm for w in self.schedule.windows_containing(fetched)):
+                metrics.LATE.inc()  # a window it belongs to was already emitted without it
+            self.buckets.setdefault(fetched // HOUR, []).append(digest_view(rec))
             self.coverage.add(rec)
             return (), StatefulLogic.RETAIN
         if isinstance(msg, HealthReport):
