@@ -28,8 +28,8 @@ from newsflow.config import Settings, Topics
 from newsflow.connectors.observability import JsonFormatter, serve, setup_logging
 from newsflow.connectors.topics import ensure_topics, produce_values
 from newsflow.flows import metrics
+from newsflow.model.vocab import SUCCESS_STATUSES
 from newsflow.polling.registry import FeedSpec, dump_registry
-from newsflow.polling.state import SUCCESS_STATUSES
 from newsflow.samples.demo import demo_payloads
 from newsflow.wire.codec import encode_raw
 from tests.http_fixture_server import FixtureServer
