@@ -202,6 +202,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
                 del self.articles[a]
 
     def _advance(self) -> list[ProfileOutput]:
+        assert self.spec is not None, "bound on the first item"
         if len(self.shard_wm) < self.s.story_shards or len(self.ix_wm) < self.ix_partitions:
             return []
         c = min(min(self.shard_wm.values()), min(self.ix_wm.values()))
@@ -220,6 +221,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
 
     def _apply_before(self, t: int) -> list[ProfileOutput]:
         """Apply the pending interactions before event time ``t``, in order."""
+        assert self.state is not None, "bound on the first item"
         n = bisect.bisect_left(self.pending, t, key=lambda x: x[0])
         todo, self.pending = self.pending[:n], self.pending[n:]
         out: list[ProfileOutput] = []
@@ -246,6 +248,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         return art
 
     def _at(self, end: int | None) -> ProfileAt:
+        assert self.spec is not None and self.state is not None, "bound on the first item"
         t = end if end is not None else self.clock
         vec = self.state.vector_at(t, self.rates)
         return ProfileAt(self.spec.name, end, tuple((h, w) for h, w in vec.items() if w != 0.0),
