@@ -131,6 +131,21 @@ class StoryConfig:
     #: threshold for a story of n members: story_threshold * n ** -story_threshold_decay
     #: (a big story's centroid is broader, so its members' cosines are lower)
     story_threshold_decay: float = 0.0
+    #: "centroid": cosine with the members' summed vector; "average": the mean cosine with
+    #: the members (average link: dot / member count), which an incoherent story cannot
+    #: inflate (the norm of a sum of dissimilar vectors grows only like sqrt(count))
+    story_score: str = "centroid"
+    #: and the mean cosine with the members must reach this (0 = off): a large story's lower
+    #: centroid threshold (``story_threshold_decay``) then cannot let an incoherent story grow
+    story_min_average: float = 0.0
+    #: a term in more than this share of the window's documents is generic ("coronavirus",
+    #: "live updates"); the cosine without generic terms must reach ``story_min_specific``
+    story_generic_df: float = 1.0
+    story_min_specific: float = 0.0
+    #: distinct non-generic concepts an article must share with a story (a shared bigram and
+    #: its two words are one concept): one shared name ("climate change", "Orange County",
+    #: "Cinco de Mayo") is a topic, not an event
+    story_min_concepts: int = 0
     #: a story accepts new members while its last member is younger than this (event time)
     story_idle_ms: int = 12 * HOUR_MS
     #: weight of title bigrams and of URL-slug words relative to a title word
@@ -681,7 +696,8 @@ class StoryPostings:
 
 def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterable[str]],
                          stories: Mapping[str, StoryState], now_ms: int,
-                         config: StoryConfig) -> tuple[StoryState | None, float]:
+                         config: StoryConfig,
+                         generic: frozenset[str] | set[str] = frozenset()) -> tuple[StoryState | None, float]:
     """Best open story for a unit TF-IDF vector ``vec``.
 
     ``postings`` maps each term of ``vec`` to the stories indexed under it; the dot product
@@ -690,6 +706,9 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
     than ``story_idle_ms`` old. Returns the best story when its cosine >= ``story_threshold``;
     ties go to the older story, then the smaller id (order-free)."""
     dots: dict[str, float] = {}
+    spec: dict[str, float] = {}
+    concepts: dict[str, int] = {}
+    count_concepts = config.story_min_concepts > 0
     cents: dict[str, dict[str, float]] = {}
     for t, sids in postings.items():  # in the order of vec's terms
         w = vec.get(t)
@@ -705,16 +724,29 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
             cw = c.get(t)
             if cw is not None:
                 dots[sid] = dots.get(sid, 0.0) + w * cw
+                if t not in generic:
+                    spec[sid] = spec.get(sid, 0.0) + w * cw
+                    if count_concepts:
+                        concepts[sid] = concepts.get(sid, 0) + (-1 if "_" in t else 1)
     best: StoryState | None = None
     best_s = 0.0
     base = config.story_threshold
     decay = config.story_threshold_decay
+    average = config.story_score == "average"
+    min_avg = config.story_min_average
+    min_spec = config.story_min_specific
     for sid, dot in dots.items():
         st = stories[sid]
         if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
             continue
-        s = dot / st.norm
+        s = dot / st.count if average and st.count else dot / st.norm
         if s < (base * st.count ** -decay if decay else base):
+            continue
+        if min_avg and dot < min_avg * st.count:
+            continue
+        if min_spec and spec.get(sid, 0.0) < min_spec * st.norm:
+            continue
+        if count_concepts and concepts.get(sid, 0) < config.story_min_concepts:
             continue
         if s > best_s or (best is not None and s == best_s and
                           (st.first_ms, st.story_id) < (best.first_ms, best.story_id)):
@@ -755,6 +787,12 @@ class _TermStats:
         for t in terms:
             df[t] = df.get(t, 0) + 1
             sdf[t] = sdf.get(t, 0) + 1
+
+    def generic(self, terms: Iterable[str], max_df: float) -> set[str]:
+        """Those of ``terms`` found in more than ``max_df`` of the window's documents."""
+        lim = max_df * self.n
+        df = self.df
+        return {t for t in terms if df.get(t, 0) > lim}
 
     def idf(self, term: str) -> float:
         return math.log((self.n + 1) / (self.df.get(term, 0) + 0.5))
@@ -957,7 +995,9 @@ class StoryAssigner:
                 story = None
         if story is None and cfg.story_match and vec:
             postings = self._postings_lookup(vec, now)
-            st, score = match_story_centroid(vec, postings, self.stories, now, cfg)
+            generic = (self.terms.generic(vec, cfg.story_generic_df)
+                       if cfg.story_min_specific or cfg.story_min_concepts else frozenset())
+            st, score = match_story_centroid(vec, postings, self.stories, now, cfg, generic)
             if st is not None:
                 story = st
                 if decision.matched_ref is None:
