@@ -146,6 +146,25 @@ class StoryConfig:
     #: its two words are one concept): one shared name ("climate change", "Orange County",
     #: "Cinco de Mayo") is a topic, not an event
     story_min_concepts: int = 0
+    #: Adaptive story threshold (0 = off): the Bayes threshold of "same story" depends on the
+    #: prior, i.e. on how redundant the stream is. An aggregator-like stream (UCI: every event
+    #: covered by dozens of outlets) has many cross-publisher title near-duplicates (Layer 3,
+    #: fixed seed thresholds, ~10 % of articles); a reader's own feeds (the labelled real day)
+    #: ~0.3 %. The share r of such near-duplicates among the window's articles (per shard,
+    #: event-time slabs) sets the threshold: ``story_threshold`` while r <= redundancy_low,
+    #: ``story_threshold_dense`` when r >= redundancy_high, log-linear in between.
+    story_threshold_dense: float = 0.0
+    #: a story whose only publisher is the article's own needs threshold x this: one outlet's
+    #: recurring series ("Live updates", "Your Wednesday Briefing", "The latest illustrations
+    #: from ...") share words and boilerplate descriptions across different events
+    same_publisher_factor: float = 1.0
+    #: a Layer 3/4 near-duplicate of the SAME publisher's other article (another GUID and URL)
+    #: puts the article in that article's story; off: the centroid decides (series items)
+    follow_same_publisher_duplicates: bool = True
+    redundancy_low: float = 0.01
+    redundancy_high: float = 0.05
+    #: articles in the window before the estimate is trusted (until then: story_threshold)
+    redundancy_min_articles: int = 200
     #: a story accepts new members while its last member is younger than this (event time)
     story_idle_ms: int = 12 * HOUR_MS
     #: weight of title bigrams and of URL-slug words relative to a title word
@@ -697,7 +716,9 @@ class StoryPostings:
 def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterable[str]],
                          stories: Mapping[str, StoryState], now_ms: int,
                          config: StoryConfig,
-                         generic: frozenset[str] | set[str] = frozenset()) -> tuple[StoryState | None, float]:
+                         generic: frozenset[str] | set[str] = frozenset(),
+                         threshold: float | None = None,
+                         publisher: str | None = None) -> tuple[StoryState | None, float]:
     """Best open story for a unit TF-IDF vector ``vec``.
 
     ``postings`` maps each term of ``vec`` to the stories indexed under it; the dot product
@@ -730,17 +751,22 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
                         concepts[sid] = concepts.get(sid, 0) + (-1 if "_" in t else 1)
     best: StoryState | None = None
     best_s = 0.0
-    base = config.story_threshold
+    base = config.story_threshold if threshold is None else threshold
     decay = config.story_threshold_decay
     average = config.story_score == "average"
     min_avg = config.story_min_average
+    same_pub = config.same_publisher_factor
     min_spec = config.story_min_specific
     for sid, dot in dots.items():
         st = stories[sid]
         if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
             continue
         s = dot / st.count if average and st.count else dot / st.norm
-        if s < (base * st.count ** -decay if decay else base):
+        thr = base * st.count ** -decay if decay else base
+        if same_pub != 1.0 and publisher is not None and len(st.publishers) == 1 and \
+                publisher in st.publishers:
+            thr *= same_pub
+        if s < thr:
             continue
         if min_avg and dot < min_avg * st.count:
             continue
@@ -766,6 +792,47 @@ class StoryAssignment(NamedTuple):
     story_size: int
     story_publishers: int
     new_story: bool
+
+
+class _Redundancy:
+    """Articles and cross-publisher title near-duplicates over the window, per slab."""
+
+    __slots__ = ("_slabs", "dups", "n", "slab_ms", "window_ms")
+
+    def __init__(self, window_ms: int, slab_ms: int) -> None:
+        self.window_ms, self.slab_ms = window_ms, slab_ms
+        self.n = 0
+        self.dups = 0
+        self._slabs: dict[int, list[int]] = {}
+
+    def add(self, time_ms: int, near_duplicate: bool) -> None:
+        slab = self._slabs.setdefault(time_ms // self.slab_ms, [0, 0])
+        slab[0] += 1
+        self.n += 1
+        if near_duplicate:
+            slab[1] += 1
+            self.dups += 1
+
+    def expire(self, now_ms: int) -> None:
+        cutoff = now_ms - self.window_ms
+        for s in [s for s in self._slabs if (s + 1) * self.slab_ms <= cutoff]:
+            n, d = self._slabs.pop(s)
+            self.n -= n
+            self.dups -= d
+
+    def threshold(self, config: StoryConfig) -> float:
+        """The story threshold for the current redundancy (see ``StoryConfig``)."""
+        sparse, dense = config.story_threshold, config.story_threshold_dense
+        if not dense or self.n < config.redundancy_min_articles:
+            return sparse
+        r = self.dups / self.n
+        lo, hi = config.redundancy_low, config.redundancy_high
+        if r <= lo:
+            return sparse
+        if r >= hi:
+            return dense
+        x = math.log(r / lo) / math.log(hi / lo)
+        return sparse + x * (dense - sparse)
 
 
 class _TermStats:
@@ -867,6 +934,7 @@ class StoryAssigner:
         self.story_of: dict[str, str] = {}
         self.stories: dict[str, StoryState] = {}
         self.terms = _TermStats(config.window_ms, config.slab_ms)
+        self.redundancy = _Redundancy(config.window_ms, config.slab_ms)
         self._article_slabs: dict[int, list[str]] = {}
         self._now = -(1 << 62)
         self._expired_until = -(1 << 62)
@@ -886,6 +954,7 @@ class StoryAssigner:
         for p in self.postings:
             p.expire(now_ms)
         self.terms.expire(now_ms)
+        self.redundancy.expire(now_ms)
         cutoff = now_ms - cfg.window_ms
         for s in [s for s in self._article_slabs if (s + 1) * cfg.slab_ms <= cutoff]:
             for ref in self._article_slabs.pop(s):
@@ -986,8 +1055,15 @@ class StoryAssigner:
 
         cands = self.candidates(features)
         decision = decide(features, cands, cfg)
+        if cfg.story_threshold_dense:
+            near = decision.layer == "title" and decision.disposition == NEAR_DUPLICATE and \
+                self.articles[decision.matched_ref].publisher != features.publisher
+            self.redundancy.add(features.time_ms, near)
         story: StoryState | None = None
-        if decision.matched_ref is not None:
+        follow = decision.matched_ref is not None and (
+            cfg.follow_same_publisher_duplicates
+            or self.articles[decision.matched_ref].publisher != features.publisher)
+        if follow:
             sid = self.story_of.get(decision.matched_ref)
             story = self.stories.get(sid) if sid is not None else None
             if story is not None and cfg.reopen_closed_stories and \
@@ -997,7 +1073,9 @@ class StoryAssigner:
             postings = self._postings_lookup(vec, now)
             generic = (self.terms.generic(vec, cfg.story_generic_df)
                        if cfg.story_min_specific or cfg.story_min_concepts else frozenset())
-            st, score = match_story_centroid(vec, postings, self.stories, now, cfg, generic)
+            thr = self.redundancy.threshold(cfg) if cfg.story_threshold_dense else None
+            st, score = match_story_centroid(vec, postings, self.stories, now, cfg, generic, thr,
+                                             features.publisher)
             if st is not None:
                 story = st
                 if decision.matched_ref is None:
