@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import gzip
+import hashlib
 import json
 import subprocess
 import sys
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     out, dt, cpu, _sa = run(rows, cfg, args.band_shards, partition_by=args.partition_by)
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = f"-by-{args.partition_by}" if args.partition_by else ""
-    tag = "".join("-" + x.replace("=", "") for x in args.set)
+    tag = "-" + hashlib.sha1("\n".join(args.set).encode()).hexdigest()[:10] if args.set else ""
     pred_path = args.out / f"pred-{args.preset}{suffix}{tag}.jsonl"
     gold_path = args.out / f"gold-{len(rows)}.jsonl"
     with open(pred_path, "w", encoding="utf-8") as f:

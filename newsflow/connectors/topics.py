@@ -8,14 +8,16 @@ from newsflow.config import Settings
 
 
 def ensure_topics(brokers: list[str], settings: Settings, partitions: int = 1) -> None:
-    """Create the pipeline's topics if missing (idempotent)."""
+    """Create the pipeline's topics if missing (idempotent); ``stories`` is compacted (the
+    latest record per story id is the story's state)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": ",".join(brokers)})
     t = settings.topics
     existing = set(admin.list_topics(timeout=30).topics)
-    new = [NewTopic(n, num_partitions=partitions, replication_factor=1)
-           for n in (t.raw, t.articles, t.digests, t.feed_health, t.deadletter, t.interactions)
+    new = [NewTopic(n, num_partitions=partitions, replication_factor=1,
+                    config={"cleanup.policy": "compact"} if n == t.stories else {})
+           for n in (t.raw, t.articles, t.digests, t.feed_health, t.deadletter, t.interactions, t.stories)
            if n not in existing]
     if not new:
         return

@@ -150,9 +150,11 @@ class StoryConfig:
     #: prior, i.e. on how redundant the stream is. An aggregator-like stream (UCI: every event
     #: covered by dozens of outlets) has many cross-publisher title near-duplicates (Layer 3,
     #: fixed seed thresholds, ~10 % of articles); a reader's own feeds (the labelled real day)
-    #: ~0.3 %. The share r of such near-duplicates among the window's articles (per shard,
+    #: ~0.2 %. The share r of such near-duplicates among the window's articles (per shard,
     #: event-time slabs) sets the threshold: ``story_threshold`` while r <= redundancy_low,
-    #: ``story_threshold_dense`` when r >= redundancy_high, log-linear in between.
+    #: ``story_threshold_dense`` when r >= redundancy_high, log-linear in between. Past the
+    #: middle, the sparse-stream guards (``story_min_concepts``, ``same_publisher_factor``)
+    #: are off: on a redundant stream a story is a broad cluster and one name is evidence.
     story_threshold_dense: float = 0.0
     #: a story whose only publisher is the article's own needs threshold x this: one outlet's
     #: recurring series ("Live updates", "Your Wednesday Briefing", "The latest illustrations
@@ -820,19 +822,18 @@ class _Redundancy:
             self.n -= n
             self.dups -= d
 
-    def threshold(self, config: StoryConfig) -> float:
-        """The story threshold for the current redundancy (see ``StoryConfig``)."""
-        sparse, dense = config.story_threshold, config.story_threshold_dense
-        if not dense or self.n < config.redundancy_min_articles:
-            return sparse
+    def level(self, config: StoryConfig) -> float:
+        """How redundant the stream is: 0 (r <= redundancy_low, or too few articles yet) to 1
+        (r >= redundancy_high), log-linear in between."""
+        if not config.story_threshold_dense or self.n < config.redundancy_min_articles:
+            return 0.0
         r = self.dups / self.n
         lo, hi = config.redundancy_low, config.redundancy_high
         if r <= lo:
-            return sparse
+            return 0.0
         if r >= hi:
-            return dense
-        x = math.log(r / lo) / math.log(hi / lo)
-        return sparse + x * (dense - sparse)
+            return 1.0
+        return math.log(r / lo) / math.log(hi / lo)
 
 
 class _TermStats:
@@ -935,6 +936,7 @@ class StoryAssigner:
         self.stories: dict[str, StoryState] = {}
         self.terms = _TermStats(config.window_ms, config.slab_ms)
         self.redundancy = _Redundancy(config.window_ms, config.slab_ms)
+        self._dense_config = replace(config, story_min_concepts=0, same_publisher_factor=1.0)
         self._article_slabs: dict[int, list[str]] = {}
         self._now = -(1 << 62)
         self._expired_until = -(1 << 62)
@@ -1073,8 +1075,13 @@ class StoryAssigner:
             postings = self._postings_lookup(vec, now)
             generic = (self.terms.generic(vec, cfg.story_generic_df)
                        if cfg.story_min_specific or cfg.story_min_concepts else frozenset())
-            thr = self.redundancy.threshold(cfg) if cfg.story_threshold_dense else None
-            st, score = match_story_centroid(vec, postings, self.stories, now, cfg, generic, thr,
+            mcfg, thr = cfg, None
+            if cfg.story_threshold_dense:
+                x = self.redundancy.level(cfg)
+                thr = cfg.story_threshold + x * (cfg.story_threshold_dense - cfg.story_threshold)
+                if x >= 0.5:  # a redundant stream: the sparse-stream guards are off
+                    mcfg = self._dense_config
+            st, score = match_story_centroid(vec, postings, self.stories, now, mcfg, generic, thr,
                                              features.publisher)
             if st is not None:
                 story = st
