@@ -658,7 +658,7 @@ def kafka_flow(
     recovery: bool = False, add_config: dict[str, str] | None = None, profiles: ProfilesConfig | None = None,
     inflight_dir: str | None = None,
 ) -> Dataflow:
-    """``feeds.raw`` on Kafka -> the four output topics on Kafka. Event time ticks every
+    """``feeds.raw`` on Kafka -> the output topics on Kafka. Event time ticks every
     ``live_tick_ms`` (live latency); a replay of the same topic gives the same records. With
     ``profiles``, the ``interactions`` topic is a second input and profiles learn from it."""
     from newsflow.connectors.kafka import kafka_interactions_input, kafka_outputs, kafka_raw_input
