@@ -29,7 +29,7 @@ pytestmark = pytest.mark.kafka
 def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:8]
     topics = Topics(*(f"{n}.{suffix}" for n in ("feeds.raw", "articles", "digests", "feed-health", "deadletter",
-                                                 "stories")))
+                                                 "interactions", "stories")))
     settings = replace(Settings(), topics=topics)
     brokers = [kafka_bootstrap]
     ensure_topics(brokers, settings)
