@@ -15,17 +15,19 @@ from __future__ import annotations
 import argparse
 import collections
 import gzip
+import hashlib
 import json
 import subprocess
 import sys
 import time
+from dataclasses import fields, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.dedup.stories import PRESETS, StoryAssigner, StoryInput, featurize_batch
+from newsflow.dedup.stories import PRESETS, StoryAssigner, StoryConfig, StoryInput, featurize_batch
 
 SHARED = ROOT.parent / "shared"
 DATA = SHARED / "data/uci-news/uci_news_2014-03_05.daily_shuffled.jsonl.gz"
@@ -42,12 +44,24 @@ def load_rows(path: Path, limit: int | None) -> list[dict]:
     return rows
 
 
-def run(rows: list[dict], preset: str, band_shards: int = 1, batch: int = 500,
+def parse_sets(sets: list[str], cfg: StoryConfig) -> StoryConfig:
+    """``--set name=value`` overrides of a preset's :class:`StoryConfig` fields."""
+    types = {f.name: f.type for f in fields(StoryConfig)}
+    kw: dict[str, object] = {}
+    for s in sets:
+        k, v = s.split("=", 1)
+        t = types[k]
+        kw[k] = (v.lower() in ("1", "true", "yes")) if t in ("bool", bool) else (
+            int(v) if t in ("int", int) else float(v) if t in ("float", float) else v)
+    return replace(cfg, **kw)
+
+
+def run(rows: list[dict], preset: str | StoryConfig, band_shards: int = 1, batch: int = 500,
         partition_by: str | None = None) -> tuple:
     """Featurize in batches and assign in file order. ``partition_by`` (e.g. "category"):
     one independent StoryAssigner per value of that row field — the keyed layout a dataflow
     can use (``key_on(category)``), each key with its own state and IDF."""
-    cfg = PRESETS[preset]
+    cfg = PRESETS[preset] if isinstance(preset, str) else preset
     inputs = [
         StoryInput(str(r["id"]), r["title"], r.get("url"), r.get("source") or r.get("hostname") or "",
                    iso_to_ms(r["time"]))
@@ -100,13 +114,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partition-by", default=None,
                     help="row field to key independent assigners by (e.g. category)")
     ap.add_argument("--no-score", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a StoryConfig field of the preset (repeatable)")
     args = ap.parse_args(argv)
 
     rows = load_rows(args.data, args.limit)
-    out, dt, cpu, _sa = run(rows, args.preset, args.band_shards, partition_by=args.partition_by)
+    cfg = parse_sets(args.set, PRESETS[args.preset])
+    out, dt, cpu, _sa = run(rows, cfg, args.band_shards, partition_by=args.partition_by)
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = f"-by-{args.partition_by}" if args.partition_by else ""
-    pred_path = args.out / f"pred-{args.preset}{suffix}.jsonl"
+    tag = "-" + hashlib.sha1("\n".join(args.set).encode()).hexdigest()[:10] if args.set else ""
+    pred_path = args.out / f"pred-{args.preset}{suffix}{tag}.jsonl"
     gold_path = args.out / f"gold-{len(rows)}.jsonl"
     with open(pred_path, "w", encoding="utf-8") as f:
         for r, a in zip(rows, out, strict=True):
@@ -116,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             f.write(json.dumps({"id": str(r["id"]), "story": r["story"], "time": r["time"]}) + "\n")
     result = {
         "preset": args.preset,
+        "sets": args.set,
         "partition_by": args.partition_by,
         "rows": len(rows),
         "articles_per_s_wall": round(len(rows) / dt),

@@ -23,6 +23,7 @@ class Topics:
     deadletter: str = "deadletter"
     #: reader interactions (second input; profiles learn from it): ``schemas/interactions.v1.json``
     interactions: str = "interactions"
+    stories: str = "stories"
 
 
 @dataclass(frozen=True, slots=True)

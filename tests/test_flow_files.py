@@ -15,7 +15,7 @@ from newsflow.connectors.files import write_archive
 from newsflow.samples.demo import demo_payloads
 from newsflow.wire.contracts import validate
 
-TOPICS = ("articles", "digests", "feed-health", "deadletter")
+TOPICS = ("articles", "digests", "feed-health", "deadletter", "stories")
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,7 @@ from newsflow.model.messages import (
     ParsedArticle,
     ScoredArticle,
     ShardWatermark,
+    StoryUpdate,
     Tick,
     ToShard,
 )
@@ -118,7 +119,14 @@ def test_stories_logic_releases_only_when_every_dedup_shard_ticked() -> None:
         assert list(logic.on_item(v)[0]) == []
     assert list(logic.on_item(tick)[0]) == []  # only one of the two dedup shards passed the tick
     released = list(logic.on_item(tick)[0])
-    assert len(released) == len(items) + 1 and released[-1] == ShardWatermark(wm)
+    scored = [m for m in released if isinstance(m, ScoredArticle)]
+    updates = [m for m in released if isinstance(m, StoryUpdate)]
+    assert len(scored) == len(items) and released[-1] == ShardWatermark(wm)
+    # one stories record per story touched by the released batch, after its articles
+    assert sorted(u.record["story_id"] for u in updates) == sorted({m.record["story_id"] for m in scored})
+    assert len(scored) + len(updates) + 1 == len(released)
+    for u in updates:
+        validate("stories", orjson.dumps(u.record))
     # and through Bytewax: the same records, in the same order
     both = run_step(STEP_STORIES, lambda r: StoriesLogic(SETTINGS, r, False),
                     [*items, ("st00", tick), ("st00", tick)])

@@ -21,7 +21,7 @@ from newsflow.samples.demo import demo_payloads
 from newsflow.samples.uci import uci_payloads
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "outputs.json"
-TOPICS = ("articles", "digests", "feed-health", "deadletter")
+TOPICS = ("articles", "digests", "feed-health", "deadletter", "stories")
 UPDATE = os.environ.get("NEWSFLOW_UPDATE_GOLDEN") == "1"
 
 

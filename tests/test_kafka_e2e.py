@@ -28,10 +28,17 @@ pytestmark = pytest.mark.kafka
 
 def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:8]
-    topics = Topics(*(f"{n}.{suffix}" for n in ("feeds.raw", "articles", "digests", "feed-health", "deadletter")))
+    topics = Topics(*(f"{n}.{suffix}" for n in ("feeds.raw", "articles", "digests", "feed-health", "deadletter",
+                                                 "interactions", "stories")))
     settings = replace(Settings(), topics=topics)
     brokers = [kafka_bootstrap]
     ensure_topics(brokers, settings)
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    res = ConfigResource(ConfigResource.Type.TOPIC, topics.stories)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})  # kept alive until the result
+    conf = admin.describe_configs([res])[res].result(30)
+    assert conf["cleanup.policy"].value == "compact"  # the latest record per story is its state
     payloads = demo_payloads()
     values = [encode_raw(p)[1] for p in payloads]
     assert produce_values(brokers, topics.raw, values) == len(values)
@@ -39,19 +46,22 @@ def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path
     # exactly the command docker-compose.yml runs for the flow (plus --until-eof to finish)
     cfg = tmp_path / "settings.toml"
     cfg.write_text("[newsflow.topics]\n" + "".join(
-        f'{name} = "{getattr(topics, name)}"\n' for name in ("raw", "articles", "digests", "feed_health", "deadletter")))
+        f'{name} = "{getattr(topics, name)}"\n'
+        for name in ("raw", "articles", "digests", "feed_health", "deadletter", "stories")))
     assert cli_main(["run", "--brokers", kafka_bootstrap, "--config", str(cfg), "--until-eof"]) == 0
 
     got = {name: [(m.key(), m.value()) for m in consume_all(kafka_bootstrap, getattr(topics, attr))]
            for name, attr in
-           (("articles", "articles"), ("digests", "digests"), ("feed-health", "feed_health"), ("deadletter", "deadletter"))}
+           (("articles", "articles"), ("digests", "digests"), ("feed-health", "feed_health"), ("deadletter", "deadletter"),
+            ("stories", "stories"))}
     for name, msgs in got.items():
         assert msgs, name
         for key, value in msgs:
             validate(name, value)
             rec = orjson.loads(value)
             expected_key = {"articles": rec.get("key"), "digests": rec.get("digest_id"),
-                            "feed-health": rec.get("feed_id"), "deadletter": rec.get("dl_id")}[name]
+                            "feed-health": rec.get("feed_id"), "deadletter": rec.get("dl_id"),
+                            "stories": rec.get("story_id")}[name]
             assert key == expected_key.encode()  # the documented idempotent message key
     arts = [orjson.loads(v) for _, v in got["articles"]]
     disp = {d: sum(a["disposition"] == d for a in arts) for d in ("unique", "exact_duplicate", "revision")}
@@ -62,6 +72,19 @@ def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path
     archive = tmp_path / "raw.jsonl"
     write_archive(payloads, archive)
     run_file_flow(str(archive), str(tmp_path / "out"))
+    stories = got.pop("stories")
     for name, msgs in got.items():
         file_lines = (tmp_path / "out" / f"{name}.jsonl").read_bytes().splitlines()
         assert sorted(v for _, v in msgs) == sorted(file_lines), name
+    # stories are coalesced per tick (Kafka mode ticks every live_tick_ms): the compacted view,
+    # each story's latest record, has the same members, publishers and lead as in file mode
+    def latest(values: list[bytes]) -> dict[str, tuple[object, ...]]:
+        out: dict[str, tuple[object, ...]] = {}
+        for v in values:
+            r = orjson.loads(v)
+            out[r["story_id"]] = (r["members"], r["publishers"], r["tiers"], r["lead"], r["first_seen"], r["last_seen"])
+        return out
+
+    file_stories = (tmp_path / "out" / "stories.jsonl").read_bytes().splitlines()
+    assert latest([v for _, v in stories]) == latest(file_stories)
+    assert any(len(v[0]) >= 3 and len(v[1]) >= 2 for v in latest(file_stories).values())  # real multi-outlet stories

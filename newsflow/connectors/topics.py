@@ -95,10 +95,13 @@ def create_topics(
 
 
 def ensure_topics(brokers: list[str], settings: Settings, partitions: int = 1) -> None:
-    """Create the pipeline's topics if missing (idempotent)."""
+    """Create the pipeline's topics if missing (idempotent); ``stories`` is compacted (the
+    latest record per story id is the story's state)."""
     t = settings.topics
-    create_topics(",".join(brokers),
-                  [t.raw, t.articles, t.digests, t.feed_health, t.deadletter, t.interactions], partitions)
+    bootstrap = ",".join(brokers)
+    create_topics(bootstrap, [t.raw, t.articles, t.digests, t.feed_health, t.deadletter, t.interactions],
+                  partitions)
+    create_topics(bootstrap, [t.stories], partitions, config={"cleanup.policy": "compact"})
 
 
 def produce_values(brokers: list[str], topic: str, values: Iterable[bytes], key_field: bool = True) -> int:

@@ -43,6 +43,7 @@ from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.exact import DedupShard, dedup_shard_key
 from newsflow.dedup.stories import StoryAssigner, StoryFeatures, featurize_batch
+from newsflow.dedup.story_state import StoryTracker
 from newsflow.digest.assemble import assemble_digest, digest_memory
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.coverage import StoryCoverage
@@ -66,6 +67,7 @@ from newsflow.model.messages import (
     ShardInput,
     ShardWatermark,
     StoryOutput,
+    StoryUpdate,
     Tick,
     ToShard,
 )
@@ -80,6 +82,7 @@ from newsflow.wire.codec import (
     decode_raw,
     dumps,
     health_record,
+    story_record,
 )
 from newsflow.wire.guard import check_record
 
@@ -287,6 +290,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         self.topics: OnlineTopics = st["topics"] if "topics" in st else OnlineTopics()
         self.reliability: dict[str, float] = st.get("reliability", {})
         self.tiers: dict[str, set[str]] = st.get("tiers", {})
+        self.tracker: StoryTracker = st["tracker"] if "tracker" in st else StoryTracker(self.assigner.config.window_ms)
 
     def on_item(self, value: DedupOutput) -> tuple[Iterable[StoryOutput], bool]:
         if isinstance(value, Tick):
@@ -324,6 +328,9 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 rec["topic_id"] = f"{key}/{rec['topic_id']}"  # topics are per story shard
                 metrics.ARTICLES.labels(rec["disposition"]).inc()
                 out.append(ScoredArticle(rec))
+                self.tracker.observe(rec)
+        # the stories that changed in this batch (one record each) and those that expired
+        out.extend(StoryUpdate(story_record(v)) for v in self.tracker.flush())
         if len(self.tiers) > 2 * len(self.assigner.stories) + 1024:  # follow the assigner's expiry
             self.tiers = {k: v for k, v in self.tiers.items() if k in self.assigner.stories}
         return out
@@ -354,7 +361,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_STORIES, {
             "aligner": self.aligner, "assigner": self.assigner, "topics": self.topics,
-            "reliability": self.reliability, "tiers": self.tiers,
+            "reliability": self.reliability, "tiers": self.tiers, "tracker": self.tracker,
         }, freeze=self.recovery)
 
 
@@ -550,6 +557,16 @@ def _article_output(topic: str) -> Callable[[tuple[str, StoryOutput]], Output | 
     return select
 
 
+def _story_output(topic: str) -> Callable[[tuple[str, StoryOutput]], Output | None]:
+    def select(kv: tuple[str, StoryOutput]) -> Output | None:
+        msg = kv[1]
+        if not isinstance(msg, StoryUpdate):
+            return None
+        return Output(topic, msg.record["story_id"].encode(), dumps(msg.record))
+
+    return select
+
+
 def newsflow_steps(
     raw: Stream[tuple[str, tuple[str, bytes]]], settings: Settings, *, recovery: bool = False,
     interactions: Stream[tuple[str, tuple[str, bytes]]] | None = None, profiles: ProfilesConfig | None = None,
@@ -574,7 +591,9 @@ def newsflow_steps(
     stories_split = op.branch("split_stories", stories_all, lambda kv: isinstance(kv[1], Output))
     storied = stories_split.falses
     articles = op.filter_map("article_outputs", storied, _article_output(settings.topics.articles))
-    to_digests = op.map("to_digests", storied, lambda kv: (DIGESTS_KEY, FromShard(kv[0], kv[1])))
+    stories = op.filter_map("story_outputs", storied, _story_output(settings.topics.stories))
+    to_digests = op.filter_map("to_digests", storied, lambda kv: None if isinstance(kv[1], StoryUpdate)
+                               else (DIGESTS_KEY, FromShard(kv[0], kv[1])))
     extra: list[Stream[Output]] = []
     if interactions is not None and profiles is not None:
         from newsflow.flows.profiles import profile_steps
@@ -589,7 +608,7 @@ def newsflow_steps(
     digest_out = op.map("digest_outputs", digests, lambda kv: kv[1])
     errors = op.map("step_errors", op.merge("merge_step_errors", dedup_split.trues, stories_split.trues),
                     lambda kv: kv[1])
-    outs = op.merge("all_outputs", direct, articles, digest_out, errors, *extra)  # type: ignore[arg-type]
+    outs = op.merge("all_outputs", direct, articles, stories, digest_out, errors, *extra)  # type: ignore[arg-type]
     return op.flat_map("guard_outputs", outs, output_guard(settings))
 
 
@@ -598,7 +617,8 @@ def output_guard(settings: Settings) -> Callable[[Output], list[Output]]:
     and flagged) and, with ``validate_outputs``, matches its topic schema; otherwise it becomes
     a ``sink`` dead letter (``record_too_large`` / ``schema_violation``), never a bad record."""
     t = settings.topics
-    schemas = {t.articles: "articles", t.digests: "digests", t.feed_health: "feed-health", t.deadletter: "deadletter"}
+    schemas = {t.articles: "articles", t.digests: "digests", t.feed_health: "feed-health", t.deadletter: "deadletter",
+               t.stories: "stories"}
 
     def guard(o: Output) -> list[Output]:
         c = check_record(schemas[o.topic], o.value, max_bytes=settings.max_record_bytes,
@@ -632,7 +652,7 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
     outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles,
                           inflight_dir=inflight_dir)
     t = settings.topics
-    topics = [t.articles, t.digests, t.feed_health, t.deadletter]
+    topics = [t.articles, t.digests, t.feed_health, t.deadletter, t.stories]
     op.output("files_out", op.map("to_files", outs, lambda o: (o.topic, o.value)), JsonlTopicSink(out_dir, topics))
     return flow
 
@@ -642,7 +662,7 @@ def kafka_flow(
     recovery: bool = False, add_config: dict[str, str] | None = None, profiles: ProfilesConfig | None = None,
     inflight_dir: str | None = None,
 ) -> Dataflow:
-    """``feeds.raw`` on Kafka -> the four output topics on Kafka. Event time ticks every
+    """``feeds.raw`` on Kafka -> the output topics on Kafka. Event time ticks every
     ``live_tick_ms`` (live latency); a replay of the same topic gives the same records. With
     ``profiles``, the ``interactions`` topic is a second input and profiles learn from it."""
     from newsflow.connectors.kafka import kafka_interactions_input, kafka_outputs, kafka_raw_input

@@ -6,6 +6,7 @@
     parse ──Output──► sinks (dead letters, feed-health)
     dedup ──Deduped | HealthReport | Tick──► story shard
     story shard ──ScoredArticle | HealthReport | ShardWatermark──► articles sink, digests
+    story shard ──StoryUpdate──► stories sink
     digests ──Output──► sinks
 
 Keys travel as Bytewax keys, never inside these values; where a downstream step must know
@@ -85,6 +86,13 @@ class ScoredArticle:
 
 
 @dataclass(frozen=True, slots=True)
+class StoryUpdate:
+    """A ``stories`` record: the current state of one story (changed or expired)."""
+
+    record: JsonRecord
+
+
+@dataclass(frozen=True, slots=True)
 class ShardWatermark:
     """A story shard released everything up to ``watermark``."""
 
@@ -102,7 +110,7 @@ class FromShard:
 #: what a dedup shard receives / emits, what a story shard emits
 ShardInput = ParsedArticle | HealthReport | Tick
 DedupOutput = Deduped | HealthReport | Tick
-StoryOutput = ScoredArticle | HealthReport | ShardWatermark
+StoryOutput = ScoredArticle | HealthReport | ShardWatermark | StoryUpdate
 ParseOutput = Output | ToShard
 
 

@@ -7,7 +7,7 @@ Bytes (feed bodies, original bad input) travel base64-encoded. ``encode_*`` retu
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -28,7 +28,10 @@ from newsflow.polling.safety import redact_message, redact_url
 from newsflow.polling.state import FeedState, FetchKind, FetchOutcome, PollPolicy
 from newsflow.wire.envelope import EnvelopeError, check_envelope
 
-__all__ = ["EnvelopeError", "decode_raw", "encode_raw"]
+__all__ = ["EnvelopeError", "decode_raw", "encode_raw", "story_record"]
+
+if TYPE_CHECKING:
+    from newsflow.dedup.story_state import StoryView
 
 #: largest accepted envelope (bytes of JSON): a body of ``Settings.max_payload_bytes`` (16 MiB)
 #: as base64 plus headers; anything larger is dead-lettered before it is parsed
@@ -266,6 +269,37 @@ def poll_health_record(
         "domain": domain,
         "alert": "; ".join(verdict.alerts) if verdict.alerts else None,
         "message": redact_message(verdict.message),
+    }
+
+
+def story_record(v: StoryView) -> dict[str, Any]:
+    """The ``stories`` v1 record of a story's current state (key: ``story_id``)."""
+    from newsflow.model.records import STORY_SCHEMA_VERSION
+
+    return {
+        "schema": "stories",
+        "schema_version": STORY_SCHEMA_VERSION,
+        "story_id": v.story_id,
+        "status": v.status,
+        "updated_at": ms_to_iso(v.updated_ms),
+        "first_seen": ms_to_iso(v.first_ms),
+        "last_seen": ms_to_iso(v.last_ms),
+        "member_count": v.member_count,
+        "members": list(v.members),
+        "publishers": list(v.publishers),
+        "publisher_count": len(v.publishers),
+        "tiers": list(v.tiers),
+        "phase": v.phase,
+        "lead": {
+            "article_id": v.lead.article_id,
+            "title": v.lead.title,
+            "canonical_url": v.lead.canonical_url,
+            "publisher": v.lead.publisher,
+            "importance": v.lead.importance,
+        },
+        "label": v.label,
+        "importance": v.importance,
+        "peak_importance": v.peak_importance,
     }
 
 

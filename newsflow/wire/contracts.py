@@ -19,6 +19,7 @@ TOPIC_SCHEMAS = {
     "feed-health": "feed-health.v1.json",
     "deadletter": "deadletter.v1.json",
     "interactions": "interactions.v1.json",
+    "stories": "stories.v1.json",
 }
 
 

@@ -1,0 +1,201 @@
+"""The current state of each story, for the ``stories`` topic: pure domain code.
+
+A story shard feeds every scored article record to :meth:`StoryTracker.observe`; once per
+released batch (a tick) :meth:`StoryTracker.flush` returns the stories that changed since the
+last flush — coalesced, at most one view per story per tick — and the stories that expired.
+
+Event time only: the tracker's clock is the latest publication time it has seen (the story
+clock of :class:`~newsflow.dedup.stories.StoryAssigner`); a story expires ``window_ms``
+after its last member, as the assigner's story state does. Deterministic: views come out in
+story-id order, so a replay gives the same records for any number of workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from newsflow.core.timeutil import iso_to_ms
+from newsflow.feeds.urls import registrable_domain
+from newsflow.scoring.importance import story_phase
+from newsflow.text.entities import extract_entities
+
+__all__ = ["StoryLead", "StoryTracker", "StoryView", "publisher_family", "story_entity"]
+
+HOUR_MS = 3_600_000
+#: member ids kept in a story view (the count is always exact)
+MAX_MEMBERS = 500
+#: recent member titles kept for the label
+LABEL_MEMBERS = 8
+LABEL_WORDS = 10
+
+
+def publisher_family(publisher: str | None, url: str | None) -> str:
+    """A publisher family: the registrable domain of the article's URL ("NYT U.S." and "NYT
+    World" are both ``nytimes.com``), else the publisher name lower-cased."""
+    if url and "://" in url:
+        try:
+            dom = registrable_domain(url)
+        except ValueError:
+            dom = ""
+        if dom:
+            return dom
+    return " ".join((publisher or "").lower().split())
+
+
+@dataclass(frozen=True, slots=True)
+class StoryLead:
+    """The story's lead article: the member with the highest importance (ties: the earlier)."""
+
+    article_id: str
+    title: str
+    canonical_url: str | None
+    publisher: str
+    importance: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoryView:
+    """One story as the ``stories`` topic carries it (built into a record by ``wire.codec``)."""
+
+    story_id: str
+    status: str  # active | expired
+    updated_ms: int  # the tracker's clock when the view was taken
+    first_ms: int
+    last_ms: int
+    member_count: int
+    members: tuple[str, ...]
+    publishers: tuple[str, ...]  # distinct families, sorted
+    tiers: tuple[str, ...]
+    phase: str
+    lead: StoryLead
+    label: str
+    importance: float
+    peak_importance: float
+
+
+@dataclass(slots=True)
+class _Story:
+    first_ms: int
+    last_ms: int
+    count: int = 0
+    members: list[str] = field(default_factory=list)
+    families: set[str] = field(default_factory=set)
+    names: set[str] = field(default_factory=set)  # publisher names, lower-case (label stop list)
+    tiers: set[str] = field(default_factory=set)
+    lead: StoryLead | None = None
+    lead_ms: int = 0
+    peak: float = 0.0
+    seen: set[str] = field(default_factory=set)  # every member id (members keeps the first ones)
+    recent: list[str] = field(default_factory=list)  # recent member titles, for the label
+
+
+def story_entity(titles: list[str], skip: set[str] | frozenset[str] = frozenset()) -> str | None:
+    """The entity named in most of the titles (at least two): the 1-3 word runs of their
+    capitalized phrases (``text.entities``), most titles first, then the longer; as the first
+    title containing it writes it. Runs found in a member's publisher name (``skip``,
+    lower-case names) are not entities of the story. None when no entity recurs."""
+    counts: dict[str, int] = {}
+    for t in titles:
+        grams: dict[str, None] = {}
+        for phrase in extract_entities(t):
+            w = phrase.split()
+            for n in (3, 2, 1):
+                for i in range(len(w) - n + 1):
+                    grams[" ".join(w[i:i + n])] = None
+        for g in grams:
+            if not any(g in p for p in skip):
+                counts[g] = counts.get(g, 0) + 1
+    best = sorted(counts.items(), key=lambda kv: (-kv[1], -len(kv[0].split())))
+    if not best or best[0][1] < 2:
+        return None
+    key = best[0][0]
+    for t in titles:  # as a title writes it
+        i = t.lower().find(key)
+        if i >= 0:
+            return t[i:i + len(key)]
+    return key
+
+
+def _short(title: str, words: int = LABEL_WORDS) -> str:
+    w = title.split()
+    return " ".join(w[:words]) + (" …" if len(w) > words else "")
+
+
+class StoryTracker:
+    """Keyed state of one story shard: story id -> current state, and the ids changed since the
+    last :meth:`flush`."""
+
+    def __init__(self, window_ms: int = 72 * HOUR_MS) -> None:
+        self.window_ms = window_ms
+        self.stories: dict[str, _Story] = {}
+        self.dirty: set[str] = set()
+        self.now_ms = -(1 << 62)
+        self._swept_hour = -(1 << 62)
+
+    def observe(self, rec: Mapping[str, Any]) -> None:
+        """One scored ``articles`` record (any disposition): update its story."""
+        sid = rec["story_id"]
+        t = iso_to_ms(rec["published_at"])
+        if t > self.now_ms:
+            self.now_ms = t
+        st = self.stories.get(sid)
+        if st is None:
+            st = self.stories[sid] = _Story(t, t)
+        st.first_ms = min(st.first_ms, t)
+        st.last_ms = max(st.last_ms, t)
+        aid = rec["article_id"]
+        if aid not in st.seen:  # a revision or a sighting of a member is not a new member
+            st.seen.add(aid)
+            st.count += 1
+            if len(st.members) < MAX_MEMBERS:
+                st.members.append(aid)
+            st.recent.append(rec.get("title") or "")
+            del st.recent[:-LABEL_MEMBERS]
+        st.names.add((rec.get("publisher") or "").lower())
+        st.families.add(publisher_family(rec.get("publisher"), rec.get("canonical_url") or rec.get("url")))
+        if rec.get("tier"):
+            st.tiers.add(rec["tier"])
+        imp = float(rec.get("importance") or 0.0)
+        st.peak = max(st.peak, imp)
+        lead = st.lead
+        if lead is None or imp > lead.importance or (
+                imp == lead.importance and (t, aid) < (st.lead_ms, lead.article_id)):
+            st.lead = StoryLead(aid, rec.get("title") or "", rec.get("canonical_url") or rec.get("url"),
+                                rec.get("publisher") or "", imp)
+            st.lead_ms = t
+        self.dirty.add(sid)
+
+    def _view(self, sid: str, st: _Story, status: str) -> StoryView:
+        assert st.lead is not None
+        now = max(self.now_ms, st.last_ms)
+        entity = story_entity(st.recent, st.names)
+        label = f"{entity}: {_short(st.lead.title, 8)}" if entity and entity.lower() not in \
+            st.lead.title.lower() else _short(st.lead.title)
+        phase = story_phase(st.count, st.first_ms, now, last_seen=st.last_ms,
+                            current_score=st.lead.importance, peak_score=st.peak)
+        return StoryView(
+            story_id=sid, status=status, updated_ms=now, first_ms=st.first_ms, last_ms=st.last_ms,
+            member_count=st.count, members=tuple(st.members), publishers=tuple(sorted(st.families)),
+            tiers=tuple(sorted(st.tiers)), phase=phase, lead=st.lead, label=label,
+            importance=st.lead.importance, peak_importance=st.peak,
+        )
+
+    def flush(self) -> list[StoryView]:
+        """Views of the stories changed since the last flush, then of the stories that expired
+        (their last member is ``window_ms`` older than the clock; they leave the state), each
+        group in story-id order."""
+        out = [self._view(sid, self.stories[sid], "active") for sid in sorted(self.dirty)]
+        self.dirty.clear()
+        if self.now_ms // HOUR_MS <= self._swept_hour:  # expiry is swept once per hour of clock
+            return out
+        self._swept_hour = self.now_ms // HOUR_MS
+        cutoff = self.now_ms - self.window_ms
+        gone = sorted(sid for sid, st in self.stories.items() if st.last_ms < cutoff)
+        for sid in gone:
+            out.append(self._view(sid, self.stories.pop(sid), "expired"))
+        return out
+
+    def __len__(self) -> int:
+        return len(self.stories)

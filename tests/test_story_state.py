@@ -1,0 +1,88 @@
+"""The ``stories`` topic's state (newsflow.dedup.story_state) and its record (wire.codec)."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import orjson
+
+from newsflow.core.timeutil import ms_to_iso
+from newsflow.dedup.story_state import StoryTracker, publisher_family, story_entity
+from newsflow.wire.codec import story_record
+from newsflow.wire.contracts import validate
+
+H = 3_600_000
+T0 = 1_588_723_200_000  # 2020-05-06T00:00:00Z
+
+
+def rec(aid: str, sid: str, t: int, *, title: str = "A title", pub: str = "BBC News",
+        url: str | None = None, tier: str | None = None, imp: float = 50.0) -> dict[str, Any]:
+    return {"article_id": aid, "story_id": sid, "published_at": ms_to_iso(t), "title": title,
+            "publisher": pub, "canonical_url": url or f"https://www.bbc.co.uk/news/{aid}", "url": None,
+            "tier": tier, "importance": imp, "body_text": ""}
+
+
+def test_changes_are_coalesced_once_per_story_per_flush_in_id_order() -> None:
+    tr = StoryTracker()
+    tr.observe(rec("a1", "s2", T0))
+    tr.observe(rec("a2", "s1", T0 + 60_000))
+    tr.observe(rec("a3", "s2", T0 + 120_000, pub="CNN", url="https://edition.cnn.com/x"))
+    views = tr.flush()
+    assert [v.story_id for v in views] == ["s1", "s2"]
+    s2 = views[1]
+    assert s2.members == ("a1", "a3") and s2.member_count == 2
+    assert s2.publishers == ("bbc.co.uk", "cnn.com")
+    assert tr.flush() == []  # nothing changed since
+    tr.observe(rec("a1", "s2", T0 + 180_000))  # a revision of a member: not a new member
+    (again,) = tr.flush()
+    assert again.member_count == 2 and again.last_ms == T0 + 180_000
+
+
+def test_publisher_families_not_feeds() -> None:
+    assert publisher_family("NYT U.S.", "https://www.nytimes.com/2020/05/06/us/a.html") == \
+        publisher_family("NYT World", "https://www.nytimes.com/2020/05/06/world/b.html") == "nytimes.com"
+    assert publisher_family("Local Radio", None) == "local radio"
+
+
+def test_lead_phase_label_and_schema() -> None:
+    tr = StoryTracker()
+    tr.observe(rec("a1", "s", T0, title="Neil Ferguson quits Sage role", imp=40.0))
+    (one,) = tr.flush()
+    assert one.phase == "breaking" and one.lead.article_id == "a1"
+    tr.observe(rec("a2", "s", T0 + H // 2, title="Prof Neil Ferguson resigns after lockdown breach",
+                   pub="Daily Mail", url="https://www.dailymail.co.uk/news/a2", tier="T2", imp=61.5))
+    (v,) = tr.flush()
+    assert v.phase == "developing"  # 2 mentions, under 2 h old (004)
+    assert v.lead.article_id == "a2" and v.importance == 61.5 and v.peak_importance == 61.5
+    # the label names the recurring entity (here already in the lead headline, so: the headline)
+    assert "Neil Ferguson" in v.label and v.tiers == ("T2",)
+    r = story_record(v)
+    validate("stories", orjson.dumps(r))
+    assert r["publisher_count"] == 2 and r["first_seen"] == "2020-05-06T00:00:00Z"
+    assert r["lead"]["canonical_url"] == "https://www.dailymail.co.uk/news/a2"
+
+
+def test_story_expires_on_the_publication_clock_with_a_last_record() -> None:
+    tr = StoryTracker(window_ms=72 * H)
+    tr.observe(rec("a1", "old", T0))
+    tr.flush()
+    tr.observe(rec("b1", "new", T0 + 72 * H + 1))  # the clock passes old's window
+    views = tr.flush()
+    assert [(v.story_id, v.status) for v in views] == [("new", "active"), ("old", "expired")]
+    validate("stories", orjson.dumps(story_record(views[1])))
+    assert len(tr) == 1 and tr.flush() == []
+
+
+def test_tracker_pickles_for_snapshots() -> None:
+    tr = StoryTracker()
+    tr.observe(rec("a1", "s", T0))
+    tr2 = pickle.loads(pickle.dumps(tr))
+    assert [story_record(v) for v in tr2.flush()] == [story_record(v) for v in tr.flush()]
+
+
+def test_story_entity_needs_two_titles_and_skips_publisher_names() -> None:
+    titles = ["ABS-CBN forced off air by NTC order", "Palace defends NTC chair over ABS-CBN closure (Rappler)"]
+    assert story_entity(titles) == "ABS-CBN"
+    assert story_entity(["City council approves stadium (Daily Herald)"] * 2, {"daily herald"}) is None
+    assert story_entity(["Only one title names Kraftwerk"]) is None
