@@ -58,6 +58,9 @@ ATOM_FEED = frozenset(f"{ATOM}{t}" for t in (
     "title", "subtitle", "id", "updated", "link", "author", "generator", "icon", "logo", "rights", "entry", "category"))
 ATOM_ENTRY = frozenset(f"{ATOM}{t}" for t in (
     "title", "link", "id", "updated", "published", "author", "content", "summary", "category"))
+MEDIA_GROUP = f"{MEDIA}group"
+MEDIA_CHILDREN = frozenset({f"{MEDIA}content", f"{MEDIA}thumbnail"})
+MEDIA_IN_GROUP = MEDIA_CHILDREN
 _EMAIL_NAME = re.compile(r"^\s*\S+@\S+\s*\((.+)\)\s*$")
 _NAME_EMAIL = re.compile(r"^\s*(.+?)\s*<\S+@\S+>\s*$")
 
@@ -66,13 +69,118 @@ class _Unsupported(Exception):
     pass
 
 
-def _only(el: ET.Element, allowed: frozenset[str]) -> None:
+def _fp_tables() -> tuple[dict[str, str], frozenset[str]]:
+    """feedparser's namespace table (lower-case URI -> canonical prefix) and the element names
+    it has a handler for (``_start_<name>`` / ``_end_<name>``)."""
+    try:
+        from feedparser.api import StrictFeedParser
+        from feedparser.mixin import _FeedParserMixin
+    except ImportError:  # pragma: no cover - a future feedparser moved them: nothing is inert
+        return {}, frozenset()
+    ns = {k.lower(): v for k, v in _FeedParserMixin.namespaces.items()}
+    handled = {n.split("_", 2)[2] for n in dir(StrictFeedParser) if n.startswith(("_start_", "_end_"))}
+    return ns, frozenset(handled)
+
+
+FP_NAMESPACES, FP_HANDLED = _fp_tables()
+#: entry/feed keys ``normalize`` reads: an element stored under one of them is never inert
+READ_KEYS = frozenset({
+    "title", "content", "description", "summary", "link", "links", "id", "guidislink", "published",
+    "updated", "published_parsed", "updated_parsed", "author", "author_detail", "tags", "enclosures",
+    "media_content", "media_thumbnail", "language", "category",
+})
+#: media elements whose feedparser handlers only store keys normalize never reads
+MEDIA_INERT = frozenset(f"{MEDIA}{t}" for t in ("credit", "rating", "restriction", "license"))
+_XMLNS = re.compile(rb"""xmlns(?::([A-Za-z_][\w.-]*))?\s*=\s*["']([^"']*)["']""")
+
+
+class _Names:
+    """The name feedparser gives each element of one document.
+
+    feedparser names an element ``<prefix>_<localname>`` (lower-cased) where the prefix is its
+    canonical one for a namespace it knows and the document's own prefix otherwise, and calls
+    the handler of that name if it has one; an element without a handler is only stored under
+    its name. Such an element -- whose subtree is made of such elements -- is *inert*: it changes
+    nothing ``normalize`` reads, so the fast path may skip it (``slash:comments``,
+    ``wfw:commentRss``, publishers' own namespaces, ...). A namespace URI bound to two prefixes
+    is ambiguous: not inert.
+    """
+
+    def __init__(self, body: bytes) -> None:
+        self.prefix: dict[str, str | None] = {}
+        for m in _XMLNS.finditer(body):
+            try:
+                uri = m.group(2).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            pfx = (m.group(1) or b"").decode("ascii", "replace")
+            if self.prefix.get(uri, pfx) != pfx:
+                self.prefix[uri] = None
+            else:
+                self.prefix[uri] = pfx
+        self._inert: dict[str, bool] = {}
+
+    def name(self, tag: str) -> str | None:
+        if tag[:1] != "{":
+            return tag.lower()
+        uri, local = tag[1:].split("}", 1)
+        low = uri.lower()
+        if "backend.userland.com/rss" in low:
+            return None
+        pfx = FP_NAMESPACES.get(low)
+        if pfx is None:
+            pfx = self.prefix.get(uri)
+            if pfx is None:  # undeclared or ambiguous
+                return None
+        return f"{pfx.lower()}_{local.lower()}" if pfx else local.lower()
+
+    def inert(self, el: ET.Element) -> bool:
+        tag = el.tag
+        ok = self._inert.get(tag)
+        if ok is None:
+            if tag in MEDIA_INERT:
+                ok = True
+            else:
+                n = self.name(tag) if isinstance(tag, str) else None
+                ok = n is not None and n not in FP_HANDLED and n not in READ_KEYS
+            self._inert[tag] = ok
+        return ok and all(self.inert(c) for c in el)
+
+
+def _media_ok(el: ET.Element, names: _Names) -> None:
+    """Inside media:content / media:thumbnail only more of them (all collected, in document
+    order, by ``_media``) or inert elements: a nested ``media:title`` would set the title."""
+    for c in el:
+        if c.tag in MEDIA_CHILDREN:
+            _media_ok(c, names)
+        elif not names.inert(c):
+            raise _Unsupported
+
+
+def _only(el: ET.Element, allowed: frozenset[str], names: _Names) -> None:
     for child in el:
-        if child.tag not in allowed:
+        if child.tag in allowed:
+            if child.tag in MEDIA_CHILDREN:
+                _media_ok(child, names)
+            continue
+        if child.tag == MEDIA_GROUP:  # feedparser ignores the group itself, not its children
+            _only(child, MEDIA_IN_GROUP, names)
+            continue
+        if not names.inert(child):
             raise _Unsupported
 
 
 _C1 = re.compile("[\x80-\x9f]")
+#: UTF-8 encoded twice (e.g. "SelÃ§uk"): feedparser's decoding repairs it, ElementTree's doesn't
+_DOUBLE_UTF8 = re.compile(rb"\xc3[\x82-\xb4]\xc2[\x80-\xbf]")
+#: an entity left in a URL after XML decoding ("&amp;amp;"): feedparser unescapes it once more
+_ENTITY = re.compile(r"&(?:#\d+|#x[0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
+
+
+def _uri(s: str) -> str:
+    if _ENTITY.search(s):
+        raise _Unsupported
+    return s
 
 
 def _text(el: ET.Element | None) -> str | None:
@@ -103,7 +211,12 @@ def _author_detail(raw: str) -> dict[str, str]:
 
 def _media(item: ET.Element) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     mc = [dict(e.attrib) for e in item.iter(f"{MEDIA}content")]
-    mt = [dict(e.attrib) for e in item.iter(f"{MEDIA}thumbnail")]
+    mt = []
+    for e in item.iter(f"{MEDIA}thumbnail"):
+        d = dict(e.attrib)
+        if "url" not in d and (e.text or "").strip():  # feedparser takes the text as the URL
+            d["url"] = e.text
+        mt.append(d)
     return mc, mt
 
 
@@ -139,11 +252,11 @@ def _common(item: ET.Element, e: dict[str, Any]) -> None:
         e["dc_date_parsed"] = e["updated_parsed"]  # as normalize's feedparser hook
 
 
-def _rss20(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _rss20(root: ET.Element, names: _Names) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     ch = root.find("channel")
     if ch is None or len(root) != 1:
         raise _Unsupported
-    _only(ch, RSS20_CHANNEL)
+    _only(ch, RSS20_CHANNEL, names)
     feed: dict[str, Any] = {"title": _text(ch.find("title")) or "", "language": _language(ch) or ch.get(XML_LANG) or root.get(XML_LANG)}
     me = ch.find("managingEditor")
     if me is not None and me.text and me.text.strip():
@@ -151,7 +264,7 @@ def _rss20(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         feed["author_detail"] = _author_detail(me.text)
     entries = []
     for item in ch.findall("item"):
-        _only(item, RSS20_ITEM)
+        _only(item, RSS20_ITEM, names)
         e: dict[str, Any] = {}
         t = item.find("title")
         if t is not None:
@@ -160,10 +273,10 @@ def _rss20(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if len(links) > 1 or (links and links[0].attrib):
             raise _Unsupported
         if links and (link_text := (_text(links[0]) or "").strip()):
-            e["link"] = link_text
+            e["link"] = _uri(link_text)
         g = item.find("guid")
         if g is not None and g.text and g.text.strip():
-            e["id"] = g.text.strip()
+            e["id"] = _uri(g.text.strip())
             permalink = g.get("isPermaLink", "true").lower() != "false"
             if permalink and ":" not in e["id"]:
                 raise _Unsupported  # feedparser resolves a relative permalink against the base
@@ -193,27 +306,27 @@ def _rss20(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return feed, entries
 
 
-def _rss10(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    _only(root, RSS10_ROOT)
+def _rss10(root: ET.Element, names: _Names) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    _only(root, RSS10_ROOT, names)
     ch = root.find(f"{RSS1}channel")
     if ch is None:
         raise _Unsupported
-    _only(ch, RSS10_CHANNEL)
+    _only(ch, RSS10_CHANNEL, names)
     feed: dict[str, Any] = {"title": _text(ch.find(f"{RSS1}title")) if ch is not None else "",
                             "language": _language(ch)}
     entries = []
     for item in root.findall(f"{RSS1}item"):
-        _only(item, RSS10_ITEM)
+        _only(item, RSS10_ITEM, names)
         e: dict[str, Any] = {}
         t = item.find(f"{RSS1}title")
         if t is not None:
             e["title"] = _text(t)
         link = item.find(f"{RSS1}link")
         if link is not None and link.text and link.text.strip():
-            e["link"] = link.text.strip()
+            e["link"] = _uri(link.text.strip())
         about = item.get(f"{RDF}about")
         if about:
-            e["id"] = about.strip()
+            e["id"] = _uri(about.strip())
         desc = item.find(f"{RSS1}description")
         if desc is not None:
             e["description"] = _text(desc)
@@ -230,8 +343,8 @@ def _atom_text(el: ET.Element | None) -> str | None:
     return _text(el)
 
 
-def _atom(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    _only(root, ATOM_FEED)
+def _atom(root: ET.Element, names: _Names) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    _only(root, ATOM_FEED, names)
     feed: dict[str, Any] = {"title": _atom_text(root.find(f"{ATOM}title")) or "", "language": _language(root, xml_lang=True)}
     fa = root.find(f"{ATOM}author/{ATOM}name")
     if fa is not None and fa.text and fa.text.strip():
@@ -239,12 +352,12 @@ def _atom(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         feed["author_detail"] = {"name": fa.text.strip()}
     entries = []
     for en in root.findall(f"{ATOM}entry"):
-        _only(en, ATOM_ENTRY)
+        _only(en, ATOM_ENTRY, names)
         e: dict[str, Any] = {}
         t = en.find(f"{ATOM}title")
         if t is not None:
             e["title"] = _atom_text(t)
-        links = [{"rel": x.get("rel", "alternate"), "href": x.get("href")} for x in en.findall(f"{ATOM}link") if x.get("href")]
+        links = [{"rel": x.get("rel", "alternate"), "href": _uri(x.get("href"))} for x in en.findall(f"{ATOM}link") if x.get("href")]
         e["links"] = links
         for lk in links:
             if lk["rel"] == "alternate":
@@ -257,7 +370,7 @@ def _atom(root: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             raise _Unsupported  # feedparser derives the link from the id: leave it to feedparser
         i = en.find(f"{ATOM}id")
         if i is not None and i.text and i.text.strip():
-            e["id"] = i.text.strip()
+            e["id"] = _uri(i.text.strip())
             if ":" not in e["id"]:
                 raise _Unsupported  # feedparser resolves relative ids against the base URL
         c = en.find(f"{ATOM}content")
@@ -298,20 +411,20 @@ def fast_parse(body: bytes) -> tuple[str, dict[str, Any], list[dict[str, Any]]] 
     enc = declared_encoding(head)
     if enc is not None and enc.lower() not in _FAST_ENCODINGS:
         return None
-    if split_bom(head)[0] in ("utf-16-le", "utf-16-be") or b"xml:base" in body:
+    if split_bom(head)[0] in ("utf-16-le", "utf-16-be") or b"xml:base" in body or _DOUBLE_UTF8.search(body):
         return None
     try:
         root = ET.fromstring(body)
         if root.tag == "rss":
             if root.get("version") != "2.0":
                 return None
-            feed, entries = _rss20(root)
+            feed, entries = _rss20(root, _Names(body))
             return "rss20", feed, entries
         if root.tag == f"{ATOM}feed":
-            feed, entries = _atom(root)
+            feed, entries = _atom(root, _Names(body))
             return "atom10", feed, entries
         if root.tag == f"{RDF}RDF" and root.find(f"{RSS1}channel") is not None:
-            feed, entries = _rss10(root)
+            feed, entries = _rss10(root, _Names(body))
             return "rss10", feed, entries
     except (ET.ParseError, _Unsupported, ValueError, TypeError):
         return None
