@@ -37,3 +37,8 @@ def shard_of(key: str, shards: int) -> int:
     52
     """
     return xxhash.xxh3_64_intdigest(key.encode("utf-8", "surrogatepass")) % shards
+
+
+def fingerprint(data: bytes) -> bytes:
+    """128-bit xxh3 digest: "are these bytes the same as last time?" (re-poll memory)."""
+    return xxhash.xxh3_128_digest(data)

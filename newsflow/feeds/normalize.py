@@ -10,14 +10,14 @@ from __future__ import annotations
 import calendar
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import feedparser
 import orjson
 
 from newsflow.config import Settings
-from newsflow.core.hashing import bytes_id, stable_id
+from newsflow.core.hashing import bytes_id, fingerprint, stable_id
 from newsflow.core.timeutil import ms_to_iso
 from newsflow.feeds.fastfeed import fast_parse
 from newsflow.feeds.urls import absolutize, canonicalize_url, registrable_domain
@@ -331,9 +331,104 @@ def publisher_of(payload: RawPayload, feed: Any) -> str:
     return title or registrable_domain(payload.final_url or payload.url) or payload.feed_id
 
 
-def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> NormalizeResult:
-    """Parse one ``feeds.raw`` payload into articles and dead letters; never raises."""
+# ---------------------------------------------------------------- re-poll memory (issue 11 item 5)
+@dataclass(slots=True)
+class FeedMemory:
+    """What one feed served last time: its payload's fingerprint and normalized result, and
+    each normalized item by its fingerprint. Replaced as a whole on every poll, never mutated."""
+
+    last_ms: int
+    payload_fp: bytes
+    result: NormalizeResult
+    items: dict[bytes, Article]
+
+
+@dataclass(slots=True)
+class RepollMemory:
+    """Per-feed memory of the last payload, so a re-poll costs nearly nothing:
+
+    * a payload with the same bytes (and envelope context) as the feed's previous one is not
+      parsed: the previous result is re-stamped with this fetch time;
+    * an item whose parsed entry (and feed context) is the same as in the feed's previous
+      payload is not normalized again: the previous :class:`Article` is re-stamped.
+
+    Re-stamping changes only ``fetched_at``/``fetched_ms``/``item_index`` (and dead letters'
+    ids), the only fields a fetch time or position can change -- except dates taken from the
+    fetch time (undated or future-dated items), which are never reused. So the output is
+    byte-identical to normalizing from scratch. State is one payload per feed, keyed by feed
+    and expired on event time (:meth:`expire`).
+    """
+
+    feeds: dict[str, FeedMemory] = field(default_factory=dict)
+    payload_hits: int = 0
+    item_hits: int = 0
+
+    def expire(self, watermark_ms: int, horizon_ms: int) -> None:
+        old = [k for k, m in self.feeds.items() if m.last_ms < watermark_ms - horizon_ms]
+        for k in old:
+            del self.feeds[k]
+
+
+def _context_fp(payload: RawPayload) -> bytes:
+    """Everything of the envelope besides the body that normalization reads."""
+    return fingerprint(orjson.dumps([payload.feed_id, payload.url, payload.final_url, payload.publisher,
+                                     payload.tier, payload.category, payload.language, payload.status]))
+
+
+def _reusable(a: Article, fetched_ms: int, settings: Settings) -> bool:
+    return not a.date_uncertain and a.published_ms <= fetched_ms + settings.future_tolerance_ms
+
+
+def _restamp(a: Article, payload: RawPayload, index: int) -> Article:
+    return replace(a, fetched_at=ms_to_iso(payload.fetched_at_ms), fetched_ms=payload.fetched_at_ms,
+                   item_index=index)
+
+
+def _restamp_result(prev: NormalizeResult, payload: RawPayload, settings: Settings) -> NormalizeResult | None:
+    if not all(_reusable(a, payload.fetched_at_ms, settings) for a in prev.articles):
+        return None
+    if any(d.original_size is not None for d in prev.deadletters):  # ids hash the full original
+        return None
+    res = replace(prev, articles=[_restamp(a, payload, a.item_index) for a in prev.articles], deadletters=[
+        make_deadletter(d.stage, d.reason, d.detail, d.original, feed_id=payload.feed_id,
+                        fetched_ms=payload.fetched_at_ms, item_index=d.item_index,
+                        max_original=max(len(d.original), 1))
+        for d in prev.deadletters])
+    return res
+
+
+def _entry_fp(entry: Any, feed_ctx: str) -> bytes:
+    return fingerprint((feed_ctx + repr(entry)).encode("utf-8", "surrogatepass"))
+
+
+def normalize_payload(payload: RawPayload, settings: Settings | None = None,
+                      memory: RepollMemory | None = None) -> NormalizeResult:
+    """Parse one ``feeds.raw`` payload into articles and dead letters; never raises.
+
+    With ``memory`` (the caller's per-feed state), unchanged payloads and unchanged items are
+    recognised and re-stamped instead of parsed / normalized again (same output)."""
     settings = settings or Settings()
+    body = payload.body
+    if memory is None or payload.status == 304 or not body:
+        return _normalize_payload(payload, settings, None)
+    pfp = fingerprint(_context_fp(payload) + body)
+    prev = memory.feeds.get(payload.feed_id)
+    if prev is not None and prev.payload_fp == pfp:
+        res = _restamp_result(prev.result, payload, settings)
+        if res is not None:
+            memory.payload_hits += 1
+            memory.feeds[payload.feed_id] = FeedMemory(payload.fetched_at_ms, pfp, prev.result, prev.items)
+            return res
+    seen: dict[bytes, Article] = {}
+    res = _normalize_payload(payload, settings, (prev.items if prev is not None else {}, seen, memory))
+    memory.feeds[payload.feed_id] = FeedMemory(payload.fetched_at_ms, pfp, res, seen)
+    return res
+
+
+_ItemMemory = tuple[dict[bytes, Article], dict[bytes, Article], RepollMemory]
+
+
+def _normalize_payload(payload: RawPayload, settings: Settings, items: _ItemMemory | None) -> NormalizeResult:
     res = NormalizeResult()
     body = payload.body
     fid, fms = payload.feed_id, payload.fetched_at_ms
@@ -400,12 +495,26 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None) -> 
             "parse", "too_many_items", f"{len(entries)} items; items {settings.max_items_per_payload}.."
             f"{len(entries) - 1} were not normalized (max_items_per_payload)", body, feed_id=fid,
             fetched_ms=fms, max_original=settings.max_deadletter_original_bytes))
+    feed_ctx = repr((_context_fp(payload), res.feed_format, publisher, base, feed.get("language"), feed.get("author"),
+                     feed.get("author_detail"))) if items is not None else ""
     for i, entry in enumerate(entries[: settings.max_items_per_payload]):
+        efp = None
+        if items is not None:
+            efp = _entry_fp(entry, feed_ctx)
+            known = items[0].get(efp)
+            if known is not None and _reusable(known, fms, settings):
+                items[2].item_hits += 1
+                out: Article | DeadLetter = _restamp(known, payload, i)
+                items[1][efp] = out
+                res.articles.append(out)
+                continue
         try:
             out = normalize_entry(entry, feed, payload, res.feed_format, i, base, settings, publisher)
         except Exception as e:  # a bug or an exotic entry: dead-letter it, keep going
             out = make_deadletter("normalize", "normalize_error", f"{type(e).__name__}: {e}",
                                   _entry_bytes(entry), feed_id=fid, fetched_ms=fms, item_index=i)
+        if efp is not None and isinstance(out, Article):
+            items[1][efp] = out  # type: ignore[index]
         if isinstance(out, Article):
             res.articles.append(out)
             res.undated += out.date_uncertain

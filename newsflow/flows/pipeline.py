@@ -49,7 +49,7 @@ from newsflow.digest.config import DigestConfig
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.schedule import DigestWindow
-from newsflow.feeds.normalize import make_deadletter, normalize_payload
+from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
 from newsflow.flows import metrics
 from newsflow.flows.isolation import isolated
 from newsflow.model.messages import (
@@ -141,6 +141,8 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         self.bucket: int = st.get("bucket", -1)
         #: the last payload rejected for a clock jump (``newsflow.core.eventclock``)
         self.candidate: JumpCandidate | None = st.get("clock_candidate")
+        #: each feed's last payload, so re-polls skip parsing / normalization (same output)
+        self.repolls: RepollMemory = st.get("repolls") or RepollMemory()
 
     def on_item(self, value: tuple[str, bytes]) -> tuple[Iterable[ParseOutput], bool]:
         seq, raw = value
@@ -214,7 +216,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
                 metrics.DEADLETTERS.labels("envelope", e.reason).inc()
                 out.append(_dl_out(t.deadletter, dl))
         if payload.feed_id != TICK_FEED_ID:
-            res = normalize_payload(payload, self.s)
+            res = normalize_payload(payload, self.s, self.repolls)
             for a in res.articles:
                 out.append(ToShard(dedup_shard_key(a, self.s.dedup_shards),
                                    ParsedArticle(f"{seq}:{a.item_index:05d}", a)))
@@ -237,13 +239,15 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             b = self.wm // self.s.tick_ms
             if b > self.bucket:
                 self.bucket = b
+                self.repolls.expire(self.wm, self.s.dedup_window_ms)
                 tick = Tick(f"{seq}:~", self.wm)  # cut after every item of this payload
                 out.extend(ToShard(k, tick) for k in self.keys)
         return out
 
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_PARSE, {"watermark": self.wm, "bucket": self.bucket,
-                                          "clock_candidate": self.candidate}, freeze=self.recovery)
+                                          "clock_candidate": self.candidate, "repolls": self.repolls},
+                             freeze=self.recovery)
 
 
 def _dl_out(topic: str, dl: DeadLetter) -> Output:
