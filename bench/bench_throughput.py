@@ -1,0 +1,122 @@
+"""Whole-flow throughput against its peers, in one invocation on the same input (issue 11).
+
+    python bench/bench_throughput.py --archive ../shared/data/real-feeds/npr-ars-wgrz_2026-02_08.feeds.raw.jsonl.gz
+    python bench/bench_throughput.py --uci-rows 100000 [--runs 3] [--skip naive]
+
+Runs, in turn (A B C A B C ...), each as its own process:
+
+* ``flow-p1``: the whole flow, 1 process (``python -m bytewax.testing "flows.entry:file_flow()" -p 1``)
+* ``flow-p2``: the whole flow, 2 processes (``-p 2``)
+* ``naive``:   ``bench/naive_peer.py`` (feedparser + a dict on GUID / canonical URL)
+
+and prints per command the median wall seconds and peak RSS (largest process, from
+``wait4``), articles (or items) per second, and the ratios of each round's pair (so a drift of
+the shared machine's speed cancels out): ``naive / flow-p1`` (how many times faster the flow
+is than the peer) and ``flow-p1 / flow-p2`` (speed-up of 2 processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+if not SHARED.exists():
+    SHARED = Path("/work/shared")
+UCI = SHARED / "data" / "uci-news" / "uci_news_2014-03_05.daily_shuffled.jsonl.gz"
+
+
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS in MB of one command (its largest process)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    dt = time.perf_counter() - t0
+    err = proc.stderr.read() if proc.stderr else b""
+    if status != 0:
+        sys.stderr.write(err.decode(errors="replace")[-3000:])
+        raise SystemExit(f"failed ({status}): {' '.join(cmd)}")
+    return dt, usage.ru_maxrss // 1024
+
+
+def count_items(archive: Path) -> tuple[int, int]:
+    """(polls, items) of an archive, counted with the peer's parser-free view: lines and
+    ``<item``/``<entry`` tags of the decoded bodies (only for the report)."""
+    import base64
+
+    polls = items = 0
+    files = [archive] if archive.is_file() else sorted(archive.rglob("*.jsonl*"))
+    for f in files:
+        with (gzip.open(f, "rb") if f.name.endswith(".gz") else f.open("rb")) as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                polls += 1
+                b64 = json.loads(line).get("body_b64")
+                if b64:
+                    body = base64.b64decode(b64)
+                    items += body.count(b"<item") + body.count(b"<entry")
+    return polls, items
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--archive")
+    ap.add_argument("--uci-rows", type=int)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--skip", action="append", default=[], choices=["flow-p1", "flow-p2", "naive"])
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="newsflow-thr-"))
+    if args.uci_rows:
+        archive = work / "uci"
+        subprocess.run([sys.executable, "-m", "newsflow.cli.main", "import-uci", str(UCI), "--out", str(archive),
+                        "--limit", str(args.uci_rows)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    elif args.archive:
+        archive = Path(args.archive).resolve()
+    else:
+        raise SystemExit("--archive or --uci-rows")
+    polls, items = count_items(archive)
+    py = sys.executable
+    cmds = {
+        "flow-p1": [py, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "1"],
+        "flow-p2": [py, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "2"],
+        "naive": [py, "bench/naive_peer.py", str(archive)],
+    }
+    cmds = {k: v for k, v in cmds.items() if k not in args.skip}
+    res: dict[str, list[tuple[float, int]]] = {k: [] for k in cmds}
+    articles = 0
+    for r in range(args.runs):
+        for name, cmd in cmds.items():
+            out = work / f"out-{name}-{r}"
+            env = {**os.environ, "NEWSFLOW_INPUT": str(archive), "NEWSFLOW_OUT": str(out), "PYTHONHASHSEED": "0"}
+            res[name].append(run(cmd, env))
+            if name.startswith("flow"):
+                articles = sum(1 for _ in (out / "articles.jsonl").open("rb"))
+            print(f"run {r} {name}: {res[name][-1][0]:.1f} s, {res[name][-1][1]} MB", file=sys.stderr)
+    report: dict[str, object] = {"input": str(archive), "polls": polls, "items": items,
+                                 "articles_out": articles, "runs": args.runs}
+    for name, xs in res.items():
+        wall = statistics.median(x[0] for x in xs)
+        report[name] = {"wall_s_median": round(wall, 2), "wall_s": [round(x[0], 2) for x in xs],
+                        "peak_rss_mb_max": max(x[1] for x in xs),
+                        "articles_per_s": round(articles / wall), "items_per_s": round(items / wall)}
+    if "naive" in res and "flow-p1" in res:
+        q = [n[0] / f[0] for n, f in zip(res["naive"], res["flow-p1"], strict=True)]
+        report["flow_p1_vs_naive_speed"] = {"median": round(statistics.median(q), 2), "per_round": [round(x, 2) for x in q]}
+    if "flow-p2" in res and "flow-p1" in res:
+        q = [a[0] / b[0] for a, b in zip(res["flow-p1"], res["flow-p2"], strict=True)]
+        report["p2_speedup"] = {"median": round(statistics.median(q), 2), "per_round": [round(x, 2) for x in q]}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
