@@ -23,12 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import feedparser  # noqa: E402
+import feedparser
 
-from newsflow.config import Settings  # noqa: E402
-from newsflow.connectors.files import iter_archive  # noqa: E402
-from newsflow.feeds.normalize import RepollMemory, normalize_payload  # noqa: E402
-from newsflow.wire.codec import decode_raw  # noqa: E402
+from newsflow.config import Settings
+from newsflow.connectors.files import iter_archive
+from newsflow.feeds.normalize import RepollMemory, normalize_payload
+from newsflow.wire.codec import decode_raw
 
 
 def naive(lines: list[bytes]) -> int:

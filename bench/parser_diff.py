@@ -32,12 +32,12 @@ SHARED = ROOT.parent / "shared"
 if not SHARED.exists():
     SHARED = Path("/work/shared")
 
-from newsflow.config import Settings  # noqa: E402
-from newsflow.connectors.files import iter_archive  # noqa: E402
-from newsflow.feeds import normalize as nz  # noqa: E402
-from newsflow.feeds.fastfeed import fast_parse  # noqa: E402
-from newsflow.model.records import RawPayload  # noqa: E402
-from newsflow.wire.codec import decode_raw  # noqa: E402
+from newsflow.config import Settings
+from newsflow.connectors.files import iter_archive
+from newsflow.feeds import normalize as nz
+from newsflow.feeds.fastfeed import fast_parse
+from newsflow.model.records import RawPayload
+from newsflow.wire.codec import decode_raw
 
 SLOW = Settings(fast_parse=False)
 FAST = Settings(fast_parse=True)

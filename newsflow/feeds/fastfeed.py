@@ -211,10 +211,10 @@ def _author_detail(raw: str) -> dict[str, str]:
 
 def _media(item: ET.Element) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     mc = [dict(e.attrib) for e in item.iter(f"{MEDIA}content")]
-    mt = []
+    mt: list[dict[str, Any]] = []
     for e in item.iter(f"{MEDIA}thumbnail"):
-        d = dict(e.attrib)
-        if "url" not in d and (e.text or "").strip():  # feedparser takes the text as the URL
+        d: dict[str, Any] = dict(e.attrib)
+        if "url" not in d and e.text and e.text.strip():  # feedparser takes the text as the URL
             d["url"] = e.text
         mt.append(d)
     return mc, mt
@@ -357,7 +357,7 @@ def _atom(root: ET.Element, names: _Names) -> tuple[dict[str, Any], list[dict[st
         t = en.find(f"{ATOM}title")
         if t is not None:
             e["title"] = _atom_text(t)
-        links = [{"rel": x.get("rel", "alternate"), "href": _uri(x.get("href"))} for x in en.findall(f"{ATOM}link") if x.get("href")]
+        links = [{"rel": x.get("rel", "alternate"), "href": _uri(x.get("href") or "")} for x in en.findall(f"{ATOM}link") if x.get("href")]
         e["links"] = links
         for lk in links:
             if lk["rel"] == "alternate":

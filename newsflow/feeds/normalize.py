@@ -504,9 +504,9 @@ def _normalize_payload(payload: RawPayload, settings: Settings, items: _ItemMemo
             known = items[0].get(efp)
             if known is not None and _reusable(known, fms, settings):
                 items[2].item_hits += 1
-                out: Article | DeadLetter = _restamp(known, payload, i)
-                items[1][efp] = out
-                res.articles.append(out)
+                again = _restamp(known, payload, i)
+                items[1][efp] = again
+                res.articles.append(again)
                 continue
         try:
             out = normalize_entry(entry, feed, payload, res.feed_format, i, base, settings, publisher)
