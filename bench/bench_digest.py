@@ -2,11 +2,19 @@
 
 Records come from ``bench_score_topics.make_records`` (UCI titles + deterministic synthetic
 bodies, story ids = UCI story ids), scored with :func:`newsflow.score.score_record` at the
-window end; all of them fall into one morning-brief window. The timed part is
-:func:`newsflow.digest.assemble_digest` alone (selection, TF-IDF, DBSCAN, labels, leads,
-summaries, trends against a previous digest, sections, self-checks).
+window end; all of them fall into one window (``--type``, default the weekly roundup). The
+timed part is :func:`newsflow.digest.assemble_digest` on the digest step's entries
+(:mod:`newsflow.digest.entries`: what the flow keeps, analyzed once on arrival) — selection,
+re-scoring as of the window end, TF-IDF rows, DBSCAN over story centroids, leads, labels,
+summaries, trends against a previous digest, sections, self-checks. The cost of building the
+entries (once per article, on arrival) is printed apart, per article.
 
-    python3 bench/bench_digest.py --n 100000
+``--baseline-src DIR`` runs the same window through the code of another checkout (e.g. the
+lead's ``main`` before this change) in a subprocess on the same records, in the same
+invocation, and prints both (ratio = baseline / this). State bytes are pickle sizes per article
+of what the digest step keeps (entries here; the baseline's ``digest_view`` records there).
+
+    python3 bench/bench_digest.py --n 100000 --baseline-src /work/main
     python3 bench/bench_digest.py --n 100000 --no-stories   # every article its own story
     python3 bench/bench_digest.py --n 20000 --topics 12     # Agglomerative Ward, k = 12
 """
@@ -14,8 +22,12 @@ summaries, trends against a previous digest, sections, self-checks).
 from __future__ import annotations
 
 import argparse
+import os
+import pickle
 import random
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,21 +36,46 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_score_topics import make_records
-
+_BASELINE = r'''
+import pickle, sys, time
+import orjson
 from newsflow.digest.assemble import assemble_digest, digest_memory
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.schedule import DigestWindow
-from newsflow.scoring.importance import score_record
-from newsflow.wire.contracts import validate
+args = pickle.load(open(sys.argv[1], "rb"))
+cfg = DigestConfig(n_topics=args["topics"])
+win = DigestWindow(*args["window"])
+prev = assemble_digest(args["prev"], win, config=cfg)
+try:
+    from newsflow.flows.pipeline import digest_view
+    state = len(pickle.dumps([digest_view(r) for r in args["recs"]], protocol=5))
+except ImportError:
+    state = None
+t0, c0 = time.perf_counter(), time.process_time()
+d = assemble_digest(args["recs"], win, previous=digest_memory(prev), config=cfg)
+print(orjson.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+                    "state_bytes": state, "clusters": d["cluster_count"],
+                    "leads": [it["lead"]["article_id"] for s in d["sections"] for it in s["items"]]}).decode())
+'''
 
 
 def main() -> None:
+    from bench_score_topics import make_records
+
+    from newsflow.digest.assemble import assemble_digest, digest_memory
+    from newsflow.digest.config import DigestConfig
+    from newsflow.digest.entries import digest_entries
+    from newsflow.digest.schedule import DigestWindow
+    from newsflow.scoring.importance import score_record
+    from newsflow.wire.contracts import validate
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--type", default="weekly_roundup", help="digest type of the window")
     ap.add_argument("--no-stories", action="store_true", help="drop story ids (no grouping)")
     ap.add_argument("--topics", type=int, default=None, help="fixed number of topics (Ward)")
     ap.add_argument("--synthetic", action="store_true")
+    ap.add_argument("--baseline-src", default=None, help="checkout whose assemble_digest to compare")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -52,40 +89,71 @@ def main() -> None:
             r["story_publishers"] = [r["publisher"]]
             r["story_tiers"] = [r["tier"]]
         scored.append(score_record(r, end))
-    # a previous window: the first half of the records, for the trend flags
+    # a previous window: a quarter of the records, for the trend flags
     rng = random.Random(5)
     prev_recs = rng.sample(scored, len(scored) // 4)
     t_prep = time.perf_counter() - t0
     cfg = DigestConfig(n_topics=args.topics)
-    win = DigestWindow("morning_brief", start, end)
+    win = DigestWindow(args.type, start, end)
+
+    base = None
+    if args.baseline_src:
+        with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as f:
+            pickle.dump({"recs": scored, "prev": prev_recs, "window": (args.type, start, end),
+                         "topics": args.topics}, f, protocol=5)
+        env = {**os.environ, "PYTHONPATH": str(Path(args.baseline_src).resolve())}
+        try:
+            out = subprocess.run([sys.executable, "-c", _BASELINE, f.name], env=env, check=True,
+                                 capture_output=True, cwd=args.baseline_src).stdout
+        finally:
+            os.unlink(f.name)
+        base = orjson.loads(out.splitlines()[-1])
+
+    c0 = time.process_time()
+    entries = digest_entries(scored, title_weight=cfg.title_weight, body_words=cfg.body_words)
+    entry_cpu = time.process_time() - c0
+    prev_entries = digest_entries(prev_recs, title_weight=cfg.title_weight, body_words=cfg.body_words)
+    state = len(pickle.dumps(entries, protocol=5))
     t0 = time.perf_counter()
-    prev = assemble_digest(prev_recs, win, config=cfg)
+    prev = assemble_digest(prev_entries, win, config=cfg)
     t_prev = time.perf_counter() - t0
     t0 = time.perf_counter()
     c0 = time.process_time()
-    d = assemble_digest(scored, win, previous=digest_memory(prev), config=cfg)
+    d = assemble_digest(entries, win, previous=digest_memory(prev), config=cfg)
     dt = time.perf_counter() - t0
     cpu = time.process_time() - c0
     validate("digests", d)
-    print(
-        orjson.dumps(
-            {
-                "articles": len(scored),
-                "stories": not args.no_stories,
-                "clustering": d["clustering"],
-                "assemble_seconds": round(dt, 2),
-                "assemble_cpu_seconds": round(cpu, 2),
-                "previous_window_articles": len(prev_recs),
-                "previous_assemble_seconds": round(t_prev, 2),
-                "selected": d["selected_count"],
-                "clusters": d["cluster_count"],
-                "items": [len(s["items"]) for s in d["sections"]],
-                "trends": sorted({it["trend"] or "-" for s in d["sections"] for it in s["items"]}),
-                "digest_bytes": len(orjson.dumps(d)),
-                "prep_seconds": round(t_prep, 1),
-            }
-        ).decode()
-    )
+    res = {
+        "articles": len(scored),
+        "window": args.type,
+        "stories": not args.no_stories,
+        "clustering": d["clustering"],
+        "assemble_seconds": round(dt, 2),
+        "assemble_cpu_seconds": round(cpu, 2),
+        "entry_cpu_us_per_article": round(entry_cpu / len(scored) * 1e6, 1),
+        "state_bytes_per_article": round(state / len(scored)),
+        "previous_window_articles": len(prev_recs),
+        "previous_assemble_seconds": round(t_prev, 2),
+        "selected": d["selected_count"],
+        "clusters": d["cluster_count"],
+        "items": [len(s["items"]) for s in d["sections"]],
+        "trends": sorted({it["trend"] or "-" for s in d["sections"] for it in s["items"]}),
+        "digest_bytes": len(orjson.dumps(d)),
+        "prep_seconds": round(t_prep, 1),
+    }
+    if base is not None:
+        leads = [it["lead"]["article_id"] for s in d["sections"] for it in s["items"]]
+        res["baseline"] = {
+            "src": args.baseline_src,
+            "assemble_seconds": round(base["seconds"], 2),
+            "assemble_cpu_seconds": round(base["cpu_seconds"], 2),
+            "state_bytes_per_article": round(base["state_bytes"] / len(scored)) if base["state_bytes"] else None,
+            "clusters": base["clusters"],
+            "same_leads_shown": len(set(leads) & set(base["leads"])),
+            "leads_shown": len(base["leads"]),
+        }
+        res["speedup_cpu"] = round(base["cpu_seconds"] / max(cpu, 1e-9), 1)
+    print(orjson.dumps(res).decode())
 
 
 if __name__ == "__main__":

@@ -63,6 +63,31 @@ def tfidf_matrix(feats: Sequence[TextFeatures]) -> tuple[sp.csr_matrix, np.ndarr
     return X, vocab
 
 
+def tfidf_from_counts(
+    hashes: Sequence[bytes], counts: Sequence[bytes]
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """:func:`tfidf_matrix` from precomputed term vectors: per document, its sorted unique stem
+    hashes (``uint64`` bytes) and their counts (``uint16`` bytes), e.g. the entries of
+    :mod:`newsflow.digest.entries`. A few vectorized calls for the whole window: no text is
+    analyzed again."""
+    n = len(hashes)
+    lens = np.fromiter((len(h) // 8 for h in hashes), dtype=np.int64, count=n)
+    allh = np.frombuffer(b"".join(hashes), dtype=np.uint64)
+    allc = np.frombuffer(b"".join(counts), dtype=np.uint16).astype(np.float64)
+    vocab, cols = np.unique(allh, return_inverse=True)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=indptr[1:])
+    X = sp.csr_matrix((allc, cols.ravel().astype(np.int64), indptr), shape=(n, len(vocab)))
+    X.sort_indices()
+    df = np.bincount(X.indices, minlength=len(vocab))
+    idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
+    X.data *= idf[X.indices]
+    norms = np.sqrt(np.bincount(np.repeat(np.arange(n), lens), weights=X.data * X.data, minlength=n))
+    norms[norms == 0.0] = 1.0
+    X.data /= np.repeat(norms, lens)
+    return X, vocab
+
+
 _DMIN = 1e-12  # stored instead of a 0 distance (sparse graphs drop explicit zeros)
 
 

@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from newsflow.clustering.window import cluster_articles, tfidf_matrix
+from newsflow.clustering.window import cluster_articles, tfidf_from_counts
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
 from newsflow.digest.coverage import StoryCoverage
+from newsflow.digest.entries import body_text, digest_entries
 from newsflow.digest.health import FeedHealthAccumulator, summarize_feed_health
 from newsflow.digest.labels import (
     _WORD_CASED,
@@ -47,7 +48,7 @@ from newsflow.digest.schedule import (
 from newsflow.feeds.urls import clean_link
 from newsflow.model.records import DIGEST_SCHEMA_VERSION
 from newsflow.scoring.importance import SCORED_DISPOSITIONS, TIER_RANK, rescore
-from newsflow.text.tokenize import TextFeatures, _analyze_word, features_batch, words
+from newsflow.text.tokenize import _analyze_word, words
 
 DUPLICATE_DISPOSITIONS = frozenset({"exact_duplicate", "near_duplicate"})
 
@@ -89,6 +90,7 @@ class _Cluster:
     score: float = 0.0
     lead: int = -1
     terms: list[str] = field(default_factory=list)  # top stems
+    label: tuple[str, str | None, list[str]] | None = None  # computed once (_label)
     term_hashes: list[int] = field(default_factory=list)
     stories: list[str] = field(default_factory=list)
     key: str = ""
@@ -105,7 +107,7 @@ class _Cluster:
 
 
 #: what the digest shows of an article: taken from the ``preferred`` URL-duplicate copy
-_SHOWN_FIELDS = ("title", "body_text", "url", "canonical_url", "word_count")
+_SHOWN_FIELDS = ("title", "body_text", "url", "canonical_url", "word_count", "_bz", "_th", "_tc")
 
 
 def _preferred_copies(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -232,22 +234,17 @@ def assemble_digest(
     records = records if isinstance(records, list) else list(records)
     if coverage is None:
         coverage = StoryCoverage().extend(records)
+    # analyzed once (the flow keeps entries: no text is analyzed again per window)
+    records = digest_entries(records, title_weight=config.title_weight, body_words=config.body_words)
     sel, article_count, dups = select_records(
-        records, window, config, adjust=lambda r: rescore_as_of(r, coverage, window.end_ms))
+        records, window, config, adjust=_rescorer(coverage, window.end_ms))
     copies = story_copies(records, window, config)
 
     clusters: list[_Cluster] = []
     X = None
     vocab = np.zeros(0, np.uint64)
     if sel:
-        feats: list[TextFeatures] = []
-        for s0 in range(0, len(sel), 5000):
-            feats += features_batch(
-                [(r.get("title") or "", r.get("body_text") or "") for r in sel[s0 : s0 + 5000]],
-                title_weight=config.title_weight,
-                body_words=config.body_words,
-            )
-        X, vocab = tfidf_matrix(feats)
+        X, vocab = tfidf_from_counts([r["_th"] for r in sel], [r["_tc"] for r in sel])
         labels = cluster_articles(X, sel, config)
         clusters = _build_clusters(sel, X, vocab, labels)
         for c in clusters:
@@ -470,7 +467,7 @@ def _stem_surface(
     surf: dict[str, Counter[str]] = {}
     first: dict[str, tuple[int, int]] = {}
     for m, r in enumerate(members):
-        text = (r.get("title") or "") + " " + " ".join((r.get("body_text") or "").split()[:body_words])
+        text = (r.get("title") or "") + " " + " ".join(body_text(r).split()[:body_words]) if body_words else r.get("title") or ""
         for pos, w in enumerate(_WORD_CASED.findall(text)):
             a = _analyze_word(w.lower())
             if a is None:
@@ -494,13 +491,25 @@ def _stem_surface(
 
 
 def _label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
+    if c.label is None:
+        c.label = _make_label(c, sel)
+    return c.label
+
+
+def _key_stems(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The topic's top stems (for the summary), from the titles and bodies of its lead and the
+    members closest to the centroid."""
+    stem_of, _, _ = _stem_surface([sel[i] for i in c.ranked[:20]])
+    return [stem_of[h] for h in c.term_hashes if h in stem_of][:5]
+
+
+def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
     """000 Step 5 "[Entity]: top terms": the entity is the story's most frequent named entity
     in its titles; the terms are the topic's top TF-IDF terms that its titles use, as the
     words a reader saw (not stems), in headline order. No entity: a short form of the lead's
     headline."""
     # the lead and the members closest to the centroid speak for the topic
     members = [sel[i] for i in c.ranked[:20]]
-    stem_of, _, _ = _stem_surface(members)
     titles = [{"title": r.get("title") or ""} for r in members]
     t_stem_of, t_surface, t_first = _stem_surface(titles, body_words=0)
     ent = title_entity(members)
@@ -517,7 +526,6 @@ def _label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | No
             break
     picked.sort(key=lambda st: t_first[st])
     terms = [t_surface[st] for st in picked]
-    c.terms = [stem_of[h] for h in c.term_hashes if h in stem_of][:5]
     if ent and terms:
         label = f"{ent}: {' '.join(terms)}"
     else:
@@ -525,13 +533,37 @@ def _label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | No
     return label, ent, terms
 
 
+def _rescorer(coverage: StoryCoverage, end_ms: int) -> Any:
+    """:func:`rescore_as_of` for many records of one window: each story's coverage and each
+    feed's reliability looked up once."""
+    stories: dict[Any, tuple[list[str], list[str]]] = {}
+    feeds: dict[Any, float | None] = {}
+
+    def adjust(rec: Mapping[str, Any]) -> Mapping[str, Any]:
+        sid, fid = rec.get("story_id"), rec.get("feed_id")
+        cov = stories.get(sid)
+        if cov is None:
+            cov = stories[sid] = coverage.as_of(sid, end_ms)
+        if fid not in feeds:
+            feeds[fid] = coverage.reliability_of(fid, end_ms)
+        return _rescored(rec, cov, feeds[fid])
+
+    return adjust
+
+
 def rescore_as_of(rec: Mapping[str, Any], coverage: StoryCoverage, end_ms: int) -> Mapping[str, Any]:
     """The record with its importance recomputed from its story as of ``end_ms`` (distinct
     publishers and tiers by then, the feed's reliability by then); unchanged when the record
     carries no components. The new components replace the old in the returned copy."""
-    pubs, tiers = coverage.as_of(rec.get("story_id"), end_ms)
-    imp = rescore(rec, publishers=len(pubs), tiers=len(tiers),
-                  reliability=coverage.reliability_of(rec.get("feed_id"), end_ms))
+    return _rescored(rec, coverage.as_of(rec.get("story_id"), end_ms),
+                     coverage.reliability_of(rec.get("feed_id"), end_ms))
+
+
+def _rescored(
+    rec: Mapping[str, Any], cov: tuple[list[str], list[str]], reliability: float | None
+) -> Mapping[str, Any]:
+    pubs, tiers = cov
+    imp = rescore(rec, publishers=len(pubs), tiers=len(tiers), reliability=reliability)
     if imp is None:
         return rec
     return {**rec, "importance": imp.score, "importance_components": dict(imp.components),
@@ -571,6 +603,7 @@ def _item(
         if p:
             pubs[p] = min(pubs.get(p, 9), _tier_rank(tier))
     related_sources = [p for p, _ in sorted(pubs.items(), key=lambda kv: (kv[1], kv[0]))]
+    c.terms = _key_stems(c, sel)
     summary = extractive_summary(lead, c.terms, wr)
     return {
         "label": label,

@@ -4,11 +4,13 @@ extractive summaries.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from newsflow.digest.entries import body_text
 from newsflow.text.entities import capitalized_phrases, is_title_case
 from newsflow.text.sentences import split_sentences
 from newsflow.text.tokenize import _analyze_word, words
@@ -22,8 +24,13 @@ def _entities_of(rec: Mapping[str, Any]) -> dict[str, int]:
     """Entity phrases of one article -> weight (2 when in the title, 1 when only in the first
     80 body words). A headline's sentence-initial word counts when the body also capitalizes
     it mid-sentence ("Apple unveils ..." + "... Apple said")."""
-    title = rec.get("title") or ""
-    body = " ".join((rec.get("body_text") or "").split()[:80])
+    return dict(_entities_text(rec.get("title") or "", " ".join(body_text(rec).split()[:80])))
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _entities_text(title: str, body: str) -> tuple[tuple[str, int], ...]:
+    """:func:`_entities_of` of a title and its first 80 body words (pure: memoized, an
+    article's entities are asked for by every window and label it is in)."""
     body_ents = capitalized_phrases(body)
     out: dict[str, int] = dict.fromkeys(body_ents, 1)
     if title and not is_title_case(title.split()):
@@ -31,7 +38,7 @@ def _entities_of(rec: Mapping[str, Any]) -> dict[str, int]:
         for e in capitalized_phrases(title, skip_initial=False):
             if e.lower() in confirmed or e in capitalized_phrases(title):
                 out[e] = 2
-    return out
+    return tuple(out.items())
 
 
 def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
@@ -132,7 +139,7 @@ def extractive_summary(
     sentences, plus the ones that best cover the topic's key terms, in their original order;
     cut (with "…") at the maximum. Falls back to the title when there is no body."""
     lo, hi = words_range
-    body = rec.get("body_text") or ""
+    body = body_text(rec)
     title = rec.get("title") or ""
     sents = split_sentences(body)[:max_sentences]
     tnorm = " ".join(words(title))

@@ -47,6 +47,7 @@ from newsflow.dedup.story_state import StoryTracker
 from newsflow.digest.assemble import assemble_digest, digest_memory
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.coverage import StoryCoverage
+from newsflow.digest.entries import digest_entries
 from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
@@ -370,20 +371,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
 
 
 # ---------------------------------------------------------------- digests (event-time windows)
-#: record fields the digest needs (bodies are cut to the first 250 words)
-_DIGEST_FIELDS = (
-    "key", "article_id", "feed_id", "publisher", "tier", "url", "title", "published_at", "fetched_at",
-    "disposition", "revision_no", "story_id", "story_publishers", "importance", "topic_id", "date_uncertain",
-    "canonical_url", "preferred", "duplicate_of", "word_count", "story_tiers", "importance_components",
-    "category",
-)
 HOUR = 3_600_000
-
-
-def digest_view(rec: JsonRecord) -> JsonRecord:
-    d = {k: rec.get(k) for k in _DIGEST_FIELDS}
-    d["body_text"] = " ".join((rec.get("body_text") or "").split()[:250])
-    return d
 
 
 class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, Snapshot]):
@@ -425,7 +413,9 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
             if self.wm is not None and fetched < self.wm and any(
                     w.end_ms <= self.wm for w in self.schedule.windows_containing(fetched)):
                 metrics.LATE.inc()  # a window it belongs to was already emitted without it
-            self.buckets.setdefault(fetched // HOUR, []).append(digest_view(rec))
+            # analyzed once, kept compact (newsflow.digest.entries)
+            entry = digest_entries([rec], title_weight=self.config.title_weight, body_words=self.config.body_words)[0]
+            self.buckets.setdefault(fetched // HOUR, []).append(entry)
             self.coverage.add(rec)
             return (), StatefulLogic.RETAIN
         if isinstance(msg, HealthReport):

@@ -38,6 +38,8 @@ _GENERIC_TEXT = (
 )
 _GENERIC_CAPS = frozenset(_GENERIC_TEXT.split())
 _CAP_TOKEN = re.compile(r"[^\W\d_][\w&'’.-]*|\d[\w.,]*|[.!?:;,\"“”()\[\]|—–-]")
+_POSSESSIVE = re.compile(r"['’]s$")
+_INITIALS = re.compile(r"(?:[A-Za-z]\.)+")
 
 
 def is_title_case(words: Sequence[str]) -> bool:
@@ -78,7 +80,7 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
         if tok == ",":
             close()
             continue
-        w = re.sub(r"['’]s$", "", tok).strip(".-'’")
+        w = (_POSSESSIVE.sub("", tok) if tok[-1] == "s" else tok).strip(".-'’")
         low = w.lower()
         nxt = toks[i + 1] if i + 1 < len(toks) else ""
         if (
@@ -97,7 +99,7 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
         else:
             close()
         initial = False
-        if tok[-1] in ".!?" and not re.fullmatch(r"(?:[A-Za-z]\.)+", tok):
+        if tok[-1] in ".!?" and not _INITIALS.fullmatch(tok):
             # "... data. Aftershocks of ..." -- the period came attached to the word
             close()
             initial = True

@@ -1,0 +1,112 @@
+"""What the digest keeps of one ``articles`` record, analyzed once when it arrives (pure).
+
+A digest window used to re-analyze the text of every article it contained (title x2 + 200 body
+words, stems, hashes) each time a window closed: five digest types meant five analyses per
+article, and a weekly window of 100k articles spent most of its 37 s there. An entry carries
+instead:
+
+* the record fields assembly reads (:data:`DIGEST_FIELDS`), strings interned so a snapshot
+  pickles each publisher / feed / tier / field name once;
+* ``_th`` / ``_tc``: the article's term vector, cut to its :data:`TERMS_KEPT` most frequent stem
+  hashes (title terms count twice, so they come first) as ``uint64`` / ``uint16`` bytes; TF-IDF
+  rows of a window are built from these in a few vectorized numpy calls
+  (:func:`newsflow.clustering.window.tfidf_from_counts`);
+* ``_bz``: the first :data:`BODY_WORDS_KEPT` body words, zlib-compressed (only a shown lead's
+  summary and a label's stem spellings read it back: :func:`body_text`).
+
+Plain dicts (fast ``get`` in assembly, small pickles); about 0.6-0.9 KB per article pickled on
+UCI with 250-word bodies (``bench/bench_digest.py`` prints it).
+"""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from newsflow.core.timeutil import iso_to_ms
+from newsflow.text.tokenize import features_batch
+
+#: record fields the digest needs (the body is kept apart, cut and compressed)
+DIGEST_FIELDS = (
+    "key", "article_id", "feed_id", "publisher", "tier", "url", "title", "published_at", "fetched_at",
+    "disposition", "revision_no", "story_id", "story_publishers", "importance", "topic_id", "date_uncertain",
+    "canonical_url", "preferred", "duplicate_of", "word_count", "story_tiers", "importance_components",
+)
+#: most frequent stems kept per article (title stems count title_weight times: kept first)
+TERMS_KEPT = 32
+#: body words kept for summaries: the longest summary (weekly, 150 words) + a margin
+BODY_WORDS_KEPT = 180
+_INTERNED = ("feed_id", "publisher", "tier", "disposition", "story_id", "topic_id")
+
+
+def term_counts(
+    docs: Sequence[tuple[str, str]], *, title_weight: int = 2, body_words: int = 200,
+    keep: int = TERMS_KEPT,
+) -> list[tuple[bytes, bytes]]:
+    """Per ``(title, body)``: its ``keep`` most frequent stem hashes (ties: smaller hash) as
+    (sorted ``uint64`` hashes, ``uint16`` counts) bytes."""
+    out = []
+    for f in features_batch(docs, title_weight=title_weight, body_words=body_words):
+        h, c = f.unique_counts()
+        if len(h) > keep:
+            top = np.lexsort((h, -c))[:keep]
+            top.sort()
+            h, c = h[top], c[top]
+        out.append((h.astype(np.uint64).tobytes(), np.minimum(c, 65535).astype(np.uint16).tobytes()))
+    return out
+
+
+def _ms(v: Any) -> int | None:
+    if isinstance(v, int):
+        return v
+    try:
+        return iso_to_ms(v) if isinstance(v, str) and v else None
+    except ValueError:
+        return None
+
+
+def digest_entries(
+    recs: Iterable[Mapping[str, Any]], *, title_weight: int = 2, body_words: int = 200
+) -> list[dict[str, Any]]:
+    """The digest's entries of ``articles`` records (see the module doc). Idempotent: an entry
+    given again is returned as it is."""
+    recs = list(recs)
+    todo = [i for i, r in enumerate(recs) if "_th" not in r]
+    tv = term_counts([(recs[i].get("title") or "", recs[i].get("body_text") or "") for i in todo],
+                     title_weight=title_weight, body_words=body_words)
+    out: list[dict[str, Any]] = [r if "_th" in r else {} for r in recs]  # type: ignore[misc]
+    for i, (th, tc) in zip(todo, tv, strict=True):
+        r = recs[i]
+        d: dict[str, Any] = {k: r.get(k) for k in DIGEST_FIELDS}
+        for k in _INTERNED:
+            v = d[k]
+            if isinstance(v, str):
+                d[k] = sys.intern(v)
+        d["story_tiers"] = [sys.intern(t) for t in d["story_tiers"]] if d["story_tiers"] else d["story_tiers"]
+        if isinstance(d["story_publishers"], list):  # only the count is read (as of the story's coverage)
+            d["story_publishers"] = len(d["story_publishers"])
+        if d["canonical_url"] == d["url"]:
+            d["canonical_url"] = None
+        for k in ("fetched", "published"):
+            ms = r.get(f"{k}_ms")
+            d[f"{k}_ms"] = ms if isinstance(ms, int) else _ms(r.get(f"{k}_at"))
+        del d["fetched_at"], d["published_at"]
+        body = r.get("body_text") or ""
+        w = body.split(None, BODY_WORDS_KEPT)
+        d["_bz"] = zlib.compress(" ".join(w[:BODY_WORDS_KEPT]).encode(), 6) if w else b""
+        d["_th"], d["_tc"] = th, tc
+        out[i] = d
+    return out
+
+
+def body_text(rec: Mapping[str, Any]) -> str:
+    """The record's body text: its own, or an entry's kept words."""
+    b = rec.get("body_text")
+    if b is not None:
+        return str(b)
+    z = rec.get("_bz")
+    return zlib.decompress(z).decode() if z else ""
