@@ -67,13 +67,13 @@ def tfidf_from_counts(
     hashes: Sequence[bytes], counts: Sequence[bytes]
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """:func:`tfidf_matrix` from precomputed term vectors: per document, its sorted unique stem
-    hashes (``uint64`` bytes) and their counts (``uint16`` bytes), e.g. the entries of
+    hashes (``uint64`` bytes) and their counts (``uint8`` bytes), e.g. the entries of
     :mod:`newsflow.digest.entries`. A few vectorized calls for the whole window: no text is
     analyzed again."""
     n = len(hashes)
     lens = np.fromiter((len(h) // 8 for h in hashes), dtype=np.int64, count=n)
     allh = np.frombuffer(b"".join(hashes), dtype=np.uint64)
-    allc = np.frombuffer(b"".join(counts), dtype=np.uint16).astype(np.float64)
+    allc = np.frombuffer(b"".join(counts), dtype=np.uint8).astype(np.float64)
     vocab, cols = np.unique(allh, return_inverse=True)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=indptr[1:])

@@ -8,14 +8,14 @@ instead:
 * the record fields assembly reads (:data:`DIGEST_FIELDS`), strings interned so a snapshot
   pickles each publisher / feed / tier / field name once;
 * ``_th`` / ``_tc``: the article's term vector, cut to its :data:`TERMS_KEPT` most frequent stem
-  hashes (title terms count twice, so they come first) as ``uint64`` / ``uint16`` bytes; TF-IDF
+  hashes (title terms count twice, so they come first) as ``uint64`` / ``uint8`` bytes; TF-IDF
   rows of a window are built from these in a few vectorized numpy calls
   (:func:`newsflow.clustering.window.tfidf_from_counts`);
 * ``_bz``: the first :data:`BODY_WORDS_KEPT` body words, zlib-compressed (only a shown lead's
   summary and a label's stem spellings read it back: :func:`body_text`).
 
-Plain dicts (fast ``get`` in assembly, small pickles); about 0.6-0.9 KB per article pickled on
-UCI with 250-word bodies (``bench/bench_digest.py`` prints it).
+Plain dicts (fast ``get`` in assembly, small pickles); about 1 KB per article pickled on
+UCI with synthetic 250-word bodies of random words (real bodies compress better) (``bench/bench_digest.py`` prints it).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ DIGEST_FIELDS = (
     "canonical_url", "preferred", "duplicate_of", "word_count", "story_tiers", "importance_components",
 )
 #: most frequent stems kept per article (title stems count title_weight times: kept first)
-TERMS_KEPT = 32
-#: body words kept for summaries: the longest summary (weekly, 150 words) + a margin
-BODY_WORDS_KEPT = 180
+TERMS_KEPT = 20
+#: body words kept for summaries (a weekly summary is 100-150 words: here 100-120)
+BODY_WORDS_KEPT = 120
 _INTERNED = ("feed_id", "publisher", "tier", "disposition", "story_id", "topic_id")
 
 
@@ -48,7 +48,7 @@ def term_counts(
     keep: int = TERMS_KEPT,
 ) -> list[tuple[bytes, bytes]]:
     """Per ``(title, body)``: its ``keep`` most frequent stem hashes (ties: smaller hash) as
-    (sorted ``uint64`` hashes, ``uint16`` counts) bytes."""
+    (sorted ``uint64`` hashes, ``uint8`` counts) bytes."""
     out = []
     for f in features_batch(docs, title_weight=title_weight, body_words=body_words):
         h, c = f.unique_counts()
@@ -56,7 +56,7 @@ def term_counts(
             top = np.lexsort((h, -c))[:keep]
             top.sort()
             h, c = h[top], c[top]
-        out.append((h.astype(np.uint64).tobytes(), np.minimum(c, 65535).astype(np.uint16).tobytes()))
+        out.append((h.astype(np.uint64).tobytes(), np.minimum(c, 255).astype(np.uint8).tobytes()))
     return out
 
 
