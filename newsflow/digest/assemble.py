@@ -47,7 +47,16 @@ from newsflow.digest.schedule import (
 )
 from newsflow.feeds.urls import clean_link
 from newsflow.model.records import DIGEST_SCHEMA_VERSION
-from newsflow.scoring.importance import SCORED_DISPOSITIONS, TIER_RANK, rescore
+from newsflow.scoring.importance import (
+    COMPONENTS,
+    DEFAULT_SCORE_CONFIG,
+    SCORED_DISPOSITIONS,
+    TIER_RANK,
+    authority_score,
+    corroboration_score,
+    rescore,
+    story_counts,
+)
 from newsflow.text.tokenize import _analyze_word, words
 
 DUPLICATE_DISPOSITIONS = frozenset({"exact_duplicate", "near_duplicate"})
@@ -534,19 +543,42 @@ def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str
 
 
 def _rescorer(coverage: StoryCoverage, end_ms: int) -> Any:
-    """:func:`rescore_as_of` for many records of one window: each story's coverage and each
-    feed's reliability looked up once."""
+    """:func:`rescore_as_of` for the many records of one window, the same score (same float
+    operations in the same order as :func:`newsflow.scoring.importance.rescore`) at a fraction
+    of the cost: each story's coverage, each feed's reliability and each (tier, reliability)
+    authority looked up once; the record's components are not re-emitted (assembly reads the
+    score only), so the returned copy drops them rather than keep stale ones."""
     stories: dict[Any, tuple[list[str], list[str]]] = {}
     feeds: dict[Any, float | None] = {}
+    auth: dict[tuple[Any, float | None], float] = {}
+    cfg = DEFAULT_SCORE_CONFIG
+    w0, w1, w2, w3, w4 = cfg.weights
+    nd = cfg.ndigits
+    assert COMPONENTS == ("authority", "recency", "corroboration", "relevance", "depth")
 
     def adjust(rec: Mapping[str, Any]) -> Mapping[str, Any]:
-        sid, fid = rec.get("story_id"), rec.get("feed_id")
+        comps = rec.get("importance_components")
+        if not isinstance(comps, Mapping) or not all(c in comps for c in COMPONENTS):
+            return rec
+        sid, fid, tier = rec.get("story_id"), rec.get("feed_id"), rec.get("tier")
         cov = stories.get(sid)
         if cov is None:
             cov = stories[sid] = coverage.as_of(sid, end_ms)
         if fid not in feeds:
             feeds[fid] = coverage.reliability_of(fid, end_ms)
-        return _rescored(rec, cov, feeds[fid])
+        rel = feeds[fid]
+        a = auth.get((tier, rel))
+        if a is None:
+            a = auth[(tier, rel)] = authority_score(
+                tier, rel, tier_scores=cfg.tier_scores, unknown_tier_score=cfg.unknown_tier_score)
+        pubs, tiers = cov
+        n_pub, n_tier = story_counts(rec)
+        corr = corroboration_score(max(len(pubs), n_pub), max(len(tiers), n_tier))
+        # the same sum() as weighted_importance (3.12's sum() of floats is compensated)
+        x = sum((w0 * a, w1 * comps["recency"], w2 * corr, w3 * comps["relevance"], w4 * comps["depth"]))
+        return {**rec, "importance": round(min(100.0, max(0.0, x)), nd), "importance_components": None,
+                "story_publishers": pubs or rec.get("story_publishers"),
+                "story_tiers": tiers or rec.get("story_tiers")}
 
     return adjust
 

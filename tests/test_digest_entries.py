@@ -1,0 +1,90 @@
+"""The digest's compact entries (analyzed once on arrival) and the window-time fast paths."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import orjson
+
+from newsflow.clustering.window import tfidf_from_counts, tfidf_matrix
+from newsflow.core.timeutil import iso_to_ms, ms_to_iso
+from newsflow.digest.assemble import _rescorer, assemble_digest, rescore_as_of
+from newsflow.digest.coverage import StoryCoverage
+from newsflow.digest.entries import BODY_WORDS_KEPT, body_text, digest_entries, term_counts
+from newsflow.digest.schedule import DigestWindow
+from newsflow.scoring.importance import score_record
+from newsflow.text.tokenize import features_batch
+
+START = iso_to_ms("2026-03-09T07:00:00Z")
+WIN = DigestWindow("weekly_roundup", START, START + 7 * 86_400_000)
+WORDS = ["Apple", "unveils", "iPhone", "rates", "crisis", "deal", "outbreak", "flight", "earnings", "sanctions", "Ukraine", "Fed", "Google", "Samsung", "Ebola", "Malaysia", "court", "vote", "storm", "market", "bank", "strike", "talks"]
+
+
+def _records(n: int, seed: int = 3) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        t = START + rng.randrange(7 * 86_400_000)
+        title = " ".join(rng.choice(WORDS) for _ in range(7))
+        body = ". ".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(25)) + "."
+        rec = {
+            "key": f"a{i:04d}", "article_id": f"a{i:04d}", "feed_id": f"f{i % 7}",
+            "publisher": f"Pub {i % 9}", "tier": f"T{1 + i % 5}", "url": f"https://p{i % 9}.example/{i}",
+            "title": title, "body_text": body, "published_at": ms_to_iso(t), "fetched_at": ms_to_iso(t + 60_000),
+            "disposition": "unique", "revision_no": 0, "story_id": f"s{i % 23}",
+            "story_publishers": [f"Pub {i % 9}"], "story_tiers": [f"T{1 + i % 5}"], "word_count": 300,
+            "seen_in": [],
+        }
+        out.append(score_record(rec, t + 3_600_000))
+    return out
+
+
+def test_tfidf_from_counts_equals_tfidf_matrix_when_nothing_is_cut() -> None:
+    recs = _records(60)
+    docs = [(r["title"], r["body_text"]) for r in recs]
+    X0, v0 = tfidf_matrix(features_batch(docs))
+    tv = term_counts(docs, keep=10_000)
+    X1, v1 = tfidf_from_counts([h for h, _ in tv], [c for _, c in tv])
+    assert np.array_equal(v0, v1)
+    assert abs(X0 - X1).max() < 1e-12
+
+
+def test_term_counts_keep_the_most_frequent_stems_title_first() -> None:
+    (h, c), = term_counts([("Zebra crossing", "alpha beta gamma delta " * 3)], keep=3)
+    counts = np.frombuffer(c, dtype=np.uint8)
+    assert len(np.frombuffer(h, dtype=np.uint64)) == 3
+    assert sorted(counts.tolist()) == [3, 3, 3]  # the body words (3x) beat the title's (2x)
+    (h, c), = term_counts([("Zebra crossing", "alpha beta")], keep=2)
+    assert sorted(np.frombuffer(c, dtype=np.uint8).tolist()) == [2, 2]  # title words count twice
+
+
+def test_entries_are_idempotent_compact_and_keep_the_summary_body() -> None:
+    recs = _records(40)
+    ents = digest_entries(recs)
+    assert digest_entries(ents) == ents
+    assert all("body_text" not in e and "seen_in" not in e for e in ents)
+    assert body_text(ents[0]).split() == recs[0]["body_text"].split()[:BODY_WORDS_KEPT]
+    assert len(pickle.dumps(ents)) < 0.5 * len(pickle.dumps(recs))
+
+
+def test_fast_rescorer_gives_rescore_as_of_scores() -> None:
+    recs = _records(300)
+    cov = StoryCoverage().extend(recs)
+    for k in range(7):
+        cov.add_health({"feed_id": f"f{k}", "at": ms_to_iso(START + k * 3_600_000), "reliability": 0.5 + k / 14})
+    for end in (START + 86_400_000, WIN.end_ms):
+        fast = _rescorer(cov, end)
+        for r in recs:
+            slow = rescore_as_of(r, cov, end)
+            got = fast(r)
+            assert got["importance"] == slow["importance"]
+            assert got["story_tiers"] == slow["story_tiers"]
+
+
+def test_entries_and_full_records_give_the_same_digest() -> None:
+    recs = _records(200)
+    a = orjson.dumps(assemble_digest(recs, WIN))
+    b = orjson.dumps(assemble_digest(digest_entries(recs), WIN, coverage=StoryCoverage().extend(recs)))
+    assert a == b
