@@ -88,3 +88,29 @@ def test_entries_and_full_records_give_the_same_digest() -> None:
     a = orjson.dumps(assemble_digest(recs, WIN))
     b = orjson.dumps(assemble_digest(digest_entries(recs), WIN, coverage=StoryCoverage().extend(recs)))
     assert a == b
+
+
+def test_entries_keep_what_profile_ranking_reads() -> None:
+    """A profile digest ranks entries (not records): category is kept, and with profile_terms
+    the relevance of an entry equals the full record's although the entry keeps only 120 body
+    words (the profile vector reads title x2 + 200 body words + category/publisher terms)."""
+    from newsflow.profiles.rank import with_relevance
+    from newsflow.profiles.vectors import interest_profile, relevance
+    from newsflow.text.tokenize import token_hash
+
+    recs = _records(30)
+    for i, r in enumerate(recs):
+        r["category"] = "science" if i % 2 else "sports"
+        # words 121..200 of the body carry the profile's term: only the full text sees it
+        r["body_text"] = " ".join(["filler"] * 130) + " exoplanet telescope " * 20
+    ip = interest_profile({token_hash("exoplanet"): 1.0, token_hash("category:science"): 0.5})
+    full = [relevance(r, ip) for r in recs]
+    entries = digest_entries(recs, profile_terms=True)
+    assert [e["category"] for e in entries] == [r["category"] for r in recs]
+    assert [relevance(e, ip) for e in entries] == full
+    assert [with_relevance(e, ip)["importance"] for e in entries] == [with_relevance(r, ip)["importance"] for r in recs]
+    plain = digest_entries(recs)  # without the packed features: only the kept words are read
+    assert "_ph" not in plain[0] and [relevance(e, ip) for e in plain] != full
+    # idempotent, and the packed features survive a snapshot
+    assert digest_entries(entries, profile_terms=True) == entries
+    assert [relevance(e, ip) for e in pickle.loads(pickle.dumps(entries))] == full

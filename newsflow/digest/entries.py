@@ -11,6 +11,8 @@ instead:
   hashes (title terms count twice, so they come first) as ``uint64`` / ``uint8`` bytes; TF-IDF
   rows of a window are built from these in a few vectorized numpy calls
   (:func:`newsflow.clustering.window.tfidf_from_counts`);
+* ``_ph`` / ``_pc`` (only in a flow with profile digests): the article's profile features,
+  so profile relevance needs no text (:func:`newsflow.profiles.vectors.packed_features`);
 * ``_bz``: the first :data:`BODY_WORDS_KEPT` body words, zlib-compressed (only a shown lead's
   summary and a label's stem spellings read it back: :func:`body_text`).
 
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from newsflow.core.timeutil import iso_to_ms
+from newsflow.profiles.vectors import packed_features
 from newsflow.text.tokenize import features_batch
 
 #: record fields the digest needs (the body is kept apart, cut and compressed)
@@ -35,12 +38,13 @@ DIGEST_FIELDS = (
     "key", "article_id", "feed_id", "publisher", "tier", "url", "title", "published_at", "fetched_at",
     "disposition", "revision_no", "story_id", "story_publishers", "importance", "topic_id", "date_uncertain",
     "canonical_url", "preferred", "duplicate_of", "word_count", "story_tiers", "importance_components",
+    "category",
 )
 #: most frequent stems kept per article (title stems count title_weight times: kept first)
 TERMS_KEPT = 20
 #: body words kept for summaries (a weekly summary is 100-150 words: here 100-120)
 BODY_WORDS_KEPT = 120
-_INTERNED = ("feed_id", "publisher", "tier", "disposition", "story_id", "topic_id")
+_INTERNED = ("feed_id", "publisher", "tier", "disposition", "story_id", "topic_id", "category")
 
 
 def term_counts(
@@ -70,10 +74,15 @@ def _ms(v: Any) -> int | None:
 
 
 def digest_entries(
-    recs: Iterable[Mapping[str, Any]], *, title_weight: int = 2, body_words: int = 200
+    recs: Iterable[Mapping[str, Any]], *, title_weight: int = 2, body_words: int = 200,
+    profile_terms: bool = False,
 ) -> list[dict[str, Any]]:
     """The digest's entries of ``articles`` records (see the module doc). Idempotent: an entry
-    given again is returned as it is."""
+    given again is returned as it is. ``profile_terms`` (a flow with profile digests): the entry
+    also keeps the article's profile features (``_ph``/``_pc``,
+    :func:`newsflow.profiles.vectors.packed_features`), so a profile's relevance of the entry is
+    the relevance of the full record (title x2 + 200 body words + category/publisher terms),
+    not of the kept 120 words."""
     recs = list(recs)
     todo = [i for i, r in enumerate(recs) if "_th" not in r]
     tv = term_counts([(recs[i].get("title") or "", recs[i].get("body_text") or "") for i in todo],
@@ -99,6 +108,8 @@ def digest_entries(
         w = body.split(None, BODY_WORDS_KEPT)
         d["_bz"] = zlib.compress(" ".join(w[:BODY_WORDS_KEPT]).encode(), 6) if w else b""
         d["_th"], d["_tc"] = th, tc
+        if profile_terms:
+            d["_ph"], d["_pc"] = packed_features(r)
         out[i] = d
     return out
 

@@ -414,7 +414,9 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
                     w.end_ms <= self.wm for w in self.schedule.windows_containing(fetched)):
                 metrics.LATE.inc()  # a window it belongs to was already emitted without it
             # analyzed once, kept compact (newsflow.digest.entries)
-            entry = digest_entries([rec], title_weight=self.config.title_weight, body_words=self.config.body_words)[0]
+            # (with profile digests: also the article's profile features, for exact relevance)
+            entry = digest_entries([rec], title_weight=self.config.title_weight, body_words=self.config.body_words,
+                                   profile_terms=bool(self.profile_types))[0]
             self.buckets.setdefault(fetched // HOUR, []).append(entry)
             self.coverage.add(rec)
             return (), StatefulLogic.RETAIN

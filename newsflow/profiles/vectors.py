@@ -41,7 +41,11 @@ def _meta(rec: Mapping[str, Any]) -> list[str]:
 
 
 def article_features(rec: Mapping[str, Any]) -> TextFeatures:
-    """Analyzed text of an article record (title x2 + first 200 words) + its meta terms."""
+    """Analyzed text of an article record (title x2 + first 200 words) + its meta terms; a
+    digest entry's packed features (:func:`packed_features`) when it carries them."""
+    ph = rec.get("_ph")
+    if isinstance(ph, bytes):
+        return TextFeatures(np.repeat(np.frombuffer(ph, np.uint64), np.frombuffer(rec["_pc"], np.uint16)))
     f = TextFeatures.of(rec.get("title") or "", rec.get("body_text") or "",
                         title_weight=TITLE_WEIGHT, body_words=BODY_WORDS)
     meta = _meta(rec)
@@ -49,6 +53,14 @@ def article_features(rec: Mapping[str, Any]) -> TextFeatures:
         return f
     extra = np.array([token_hash(m) for m in meta], dtype=np.uint64)
     return TextFeatures(np.concatenate([f.hashes, extra]))
+
+
+def packed_features(rec: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """:func:`article_features` of a record as (sorted unique ``uint64`` hashes, ``uint16``
+    counts) bytes: what a digest entry keeps so its relevance needs no text
+    (:mod:`newsflow.digest.entries`)."""
+    u, c = article_features(rec).unique_counts()
+    return u.astype(np.uint64).tobytes(), c.astype(np.uint16).tobytes()
 
 
 def article_vector(rec: Mapping[str, Any]) -> tuple[Vector, dict[int, str]]:
