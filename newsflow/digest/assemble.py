@@ -46,7 +46,13 @@ from newsflow.digest.schedule import (
 )
 from newsflow.feeds.urls import clean_link
 from newsflow.model.records import DIGEST_SCHEMA_VERSION
-from newsflow.scoring.importance import SCORED_DISPOSITIONS, TIER_RANK, rescore
+from newsflow.scoring.importance import (
+    DEFAULT_SCORE_CONFIG,
+    SCORED_DISPOSITIONS,
+    TIER_RANK,
+    ScoreConfig,
+    rescore,
+)
 from newsflow.text.tokenize import TextFeatures, _analyze_word, features_batch, words
 
 DUPLICATE_DISPOSITIONS = frozenset({"exact_duplicate", "near_duplicate"})
@@ -212,6 +218,7 @@ def assemble_digest(
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
     final: bool = True,
     coverage: StoryCoverage | None = None,
+    score_config: ScoreConfig = DEFAULT_SCORE_CONFIG,
 ) -> dict[str, Any]:
     """The digest of one window (a ``digests.v1`` dict). See the module doc.
 
@@ -219,7 +226,8 @@ def assemble_digest(
     trend flags; ``feed_health``: a :class:`FeedHealthAccumulator` (or its summary) or the
     window's ``feed-health`` records. ``coverage``: the stories' publishers/tiers over time and
     the feeds' reliability (the flow keeps one across windows); scores are recomputed from it
-    as of the window's end (:func:`rescore_as_of`). Default: built from ``records``.
+    as of the window's end (:func:`rescore_as_of`) with ``score_config`` (the flow's scoring
+    configuration). Default: built from ``records``.
     """
     sched = schedule or DigestSchedule()
     dtype = (
@@ -233,7 +241,7 @@ def assemble_digest(
     if coverage is None:
         coverage = StoryCoverage().extend(records)
     sel, article_count, dups = select_records(
-        records, window, config, adjust=lambda r: rescore_as_of(r, coverage, window.end_ms))
+        records, window, config, adjust=lambda r: rescore_as_of(r, coverage, window.end_ms, score_config))
     copies = story_copies(records, window, config)
 
     clusters: list[_Cluster] = []
@@ -525,13 +533,14 @@ def _label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | No
     return label, ent, terms
 
 
-def rescore_as_of(rec: Mapping[str, Any], coverage: StoryCoverage, end_ms: int) -> Mapping[str, Any]:
+def rescore_as_of(rec: Mapping[str, Any], coverage: StoryCoverage, end_ms: int,
+                  config: ScoreConfig = DEFAULT_SCORE_CONFIG) -> Mapping[str, Any]:
     """The record with its importance recomputed from its story as of ``end_ms`` (distinct
     publishers and tiers by then, the feed's reliability by then); unchanged when the record
     carries no components. The new components replace the old in the returned copy."""
     pubs, tiers = coverage.as_of(rec.get("story_id"), end_ms)
     imp = rescore(rec, publishers=len(pubs), tiers=len(tiers),
-                  reliability=coverage.reliability_of(rec.get("feed_id"), end_ms))
+                  reliability=coverage.reliability_of(rec.get("feed_id"), end_ms), config=config)
     if imp is None:
         return rec
     return {**rec, "importance": imp.score, "importance_components": dict(imp.components),
