@@ -479,8 +479,13 @@ class PollerSettings(Section):
         from newsflow.connectors.poller import PollerConfig
 
         d = self.model_dump(exclude={"fetch", "policy"})
-        return PollerConfig(topics=topics or Topics(), fetch=FetchConfig(**self.fetch.model_dump()),
-                            policy=PollPolicy(**self.policy.model_dump()), **d)
+        return PollerConfig(topics=topics or Topics(), fetch=FetchConfig(**_dump(self.fetch)),
+                            policy=PollPolicy(**_dump(self.policy)), **d)
+
+
+def _dump(section: Any) -> dict[str, Any]:
+    """A generated section (see :func:`_section_from`) as keyword arguments of its dataclass."""
+    return dict(section.model_dump())
 
 
 # ------------------------------------------------------------------------------ kafka

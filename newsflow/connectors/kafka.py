@@ -38,6 +38,9 @@ from newsflow.model.messages import Output
 from newsflow.wire.codec import deadletter_to_dict, dumps
 from newsflow.wire.contracts import headers_for
 
+#: Kafka message headers as confluent-kafka takes them
+Headers = list[tuple[str, str | bytes | None]]
+
 #: librdkafka properties that only a producer understands (kept out of the consumer's config)
 _PRODUCER_ONLY = ("message.timeout.ms", "delivery.timeout.ms", "linger.ms", "queue.buffering.",
                   "enable.idempotence", "compression.", "acks", "request.required.acks", "batch.",
@@ -301,7 +304,7 @@ def _error_deadletter(err: Any, settings: Settings) -> Output:
 
 # ---------------------------------------------------------------- output
 class _ReliableSinkPartition(StatelessSinkPartition[Output]):
-    def __init__(self, config: dict[str, str], headers: Mapping[str, list[tuple[str, bytes]]]) -> None:
+    def __init__(self, config: dict[str, str], headers: Mapping[str, Headers]) -> None:
         self._headers = headers
         self._failed = 0
         self._first_error: str | None = None
@@ -354,7 +357,7 @@ class ReliableKafkaSink(DynamicSink[Output]):
     acknowledged, and raises :class:`KafkaDeliveryFailed` otherwise (one producer per worker)."""
 
     def __init__(self, brokers: list[str], config: dict[str, str] | None = None,
-                 headers: Mapping[str, list[tuple[str, bytes]]] | None = None) -> None:
+                 headers: Mapping[str, Headers] | None = None) -> None:
         self.config = producer_config(brokers, config)
         self.headers = dict(headers or {})
 
@@ -362,7 +365,7 @@ class ReliableKafkaSink(DynamicSink[Output]):
         return _ReliableSinkPartition(dict(self.config), self.headers)
 
 
-def topic_headers(settings: Settings) -> dict[str, list[tuple[str, bytes]]]:
+def topic_headers(settings: Settings) -> dict[str, Headers]:
     """topic name -> the headers of its messages: ``schema``, ``schema_version``, ``content-type``."""
     return {name: list(headers_for(role)) for role, name in settings.kafka.topics.roles().items()}
 

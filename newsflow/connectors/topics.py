@@ -154,7 +154,8 @@ def check_brokers(brokers: list[str], timeout_s: float) -> None:
     silent = logging.getLogger("newsflow.kafka.check")  # the message below says it all
     silent.propagate = False
     silent.addHandler(logging.NullHandler())
-    admin = AdminClient({**admin_config(brokers, timeout_s), "logger": silent})
+    conf: dict[str, Any] = {**admin_config(brokers, timeout_s), "logger": silent}
+    admin = AdminClient(conf)
     try:
         admin.list_topics(timeout=timeout_s)
     except KafkaException as e:
@@ -206,7 +207,7 @@ def produce_values(brokers: list[str], topic: str, values: Iterable[bytes], key_
 
     from newsflow.wire.contracts import headers_for
 
-    headers = list(headers_for("raw"))
+    headers: list[tuple[str, str | bytes | None]] = list(headers_for("raw"))
     p = Producer(producer_config(brokers, {"logger": kafka_logger()}))
     n = 0
     for v in values:
