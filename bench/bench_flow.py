@@ -50,13 +50,13 @@ def stage_costs(archive: Path) -> dict[str, float]:
     t0 = time.perf_counter()
     payloads = [decode_raw(x) for x in lines]
     t1 = time.perf_counter()
-    arts = [a for p in payloads for a in normalize_payload(p, s).articles]
+    arts = [a for p in payloads for a in normalize_payload(p, s.normalize.to_config()).articles]
     t2 = time.perf_counter()
     shards: dict[str, DedupShard] = {}
     decided = []
     for a in arts:
-        k = dedup_shard_key(a, s.dedup_shards)
-        sh = shards.get(k) or shards.setdefault(k, DedupShard(s.dedup_window_ms))
+        k = dedup_shard_key(a, s.dedup.shards)
+        sh = shards.get(k) or shards.setdefault(k, DedupShard(s.dedup.window_ms))
         decided.append((a, sh.process(a)))
     t3 = time.perf_counter()
     from newsflow.clustering.topics import OnlineTopics, annotate
@@ -136,7 +136,7 @@ def main() -> None:
             suffix = uuid.uuid4().hex[:6]
             cfg = work / "settings.toml"
             cfg.write_text(
-                "[newsflow.topics]\n"
+                "[kafka.topics]\n"
                 + "\n".join(
                     f'{k} = "{v}.{suffix}"'
                     for k, v in (

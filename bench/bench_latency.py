@@ -67,7 +67,7 @@ def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path)
     suffix = uuid.uuid4().hex[:6]
     names = {k: f"{v}.{suffix}" for k, v in TOPICS}
     cfg = work / f"settings-{tick_ms}.toml"
-    cfg.write_text(f"[newsflow]\nlive_tick_ms = {tick_ms}\n[newsflow.topics]\n"
+    cfg.write_text(f"[flow]\nlive_tick_seconds = {tick_ms / 1000}\n[kafka.topics]\n"
                    + "\n".join(f'{k} = "{v}"' for k, v in names.items()) + "\n")
     log = (work / f"run-{tick_ms}.log").open("wb")
     child = subprocess.Popen(

@@ -13,7 +13,6 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +98,7 @@ def test_file_mode_one_run(bad_corpus: tuple[Path, list[bytes], list[Case]], tmp
 def test_kafka_one_run(bad_corpus: tuple[Path, list[bytes], list[Case]], kafka_bootstrap: str,
                        tmp_path: Path) -> None:
     from newsflow.cli.main import main as cli_main
-    from newsflow.config import Settings, Topics
+    from newsflow.config import KafkaSettings, Settings, Topics
     from newsflow.connectors.topics import ensure_topics, produce_values
     from tests.kafka_fixture import consume_all
 
@@ -110,11 +109,11 @@ def test_kafka_one_run(bad_corpus: tuple[Path, list[bytes], list[Case]], kafka_b
     for i, c in enumerate(kcases):
         lines += [c.line, good(i + 1)]
     suffix = uuid.uuid4().hex[:8]
-    topics = Topics(*(f"{n}.{suffix}" for n in ("feeds.raw", "articles", "digests", "feed-health", "deadletter")))
-    ensure_topics([kafka_bootstrap], replace(Settings(), topics=topics))
+    topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
+    ensure_topics([kafka_bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
     assert produce_values([kafka_bootstrap], topics.raw, lines) == len(lines)
     cfg = tmp_path / "settings.toml"
-    cfg.write_text("[newsflow.topics]\n" + "".join(
+    cfg.write_text("[kafka.topics]\n" + "".join(
         f'{name} = "{getattr(topics, name)}"\n' for name in ("raw", "articles", "digests", "feed_health", "deadletter")))
     assert cli_main(["run", "--brokers", kafka_bootstrap, "--config", str(cfg), "--until-eof"]) == 0
     out = {name: [m.value() for m in consume_all(kafka_bootstrap, getattr(topics, attr))] for name, attr in

@@ -3,13 +3,10 @@ dead-lettered, never silently dropped."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import orjson
 
-from newsflow.config import Settings
 from newsflow.dedup.stories import featurize_batch
-from newsflow.feeds.normalize import make_deadletter, normalize_payload
+from newsflow.feeds.normalize import NormalizeConfig, make_deadletter, normalize_payload
 from newsflow.model.records import DedupInfo, RawPayload, Sighting
 from newsflow.wire.codec import article_record, deadletter_to_dict
 from newsflow.wire.contracts import validate
@@ -23,7 +20,7 @@ def payload(body: bytes) -> RawPayload:
 
 
 def test_a_payload_over_the_cap_is_one_bounded_dead_letter() -> None:
-    s = replace(Settings(), max_payload_bytes=10_000, max_deadletter_original_bytes=1_000)
+    s = NormalizeConfig(max_payload_bytes=10_000, max_deadletter_original_bytes=1_000)
     res = normalize_payload(payload(rss([("t", "w " * 20_000)])), s)
     assert not res.articles and [d.reason for d in res.deadletters] == ["payload_too_large"]
     dl = deadletter_to_dict(res.deadletters[0])
@@ -32,7 +29,7 @@ def test_a_payload_over_the_cap_is_one_bounded_dead_letter() -> None:
 
 
 def test_items_over_the_cap_are_counted_in_a_dead_letter() -> None:
-    s = replace(Settings(), max_items_per_payload=10)
+    s = NormalizeConfig(max_items_per_payload=10)
     res = normalize_payload(payload(rss([(f"Title {k}", f"body {k}") for k in range(25)])), s)
     assert len(res.articles) == 10 and [a.item_index for a in res.articles] == list(range(10))
     [dl] = res.deadletters
@@ -40,7 +37,7 @@ def test_items_over_the_cap_are_counted_in_a_dead_letter() -> None:
 
 
 def test_a_long_body_is_cut_and_flagged_and_the_record_validates() -> None:
-    s = replace(Settings(), max_item_body_chars=5_000)
+    s = NormalizeConfig(max_item_body_chars=5_000)
     res = normalize_payload(payload(rss([("Long one", "word " * 100_000), ("Short one", "few words")])), s)
     long, short = res.articles
     assert long.truncated and len(long.body_text) <= 5_000 and not short.truncated

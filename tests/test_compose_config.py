@@ -69,7 +69,7 @@ def test_compose_flow_restart_resumes_instead_of_replaying(kafka_bootstrap: str,
              "deadletter": "deadletter"}
     topics = {k: f"{v}.{suffix}" for k, v in names.items()}
     cfg = tmp_path / "settings.toml"
-    cfg.write_text("[newsflow.topics]\n" + "".join(f'{k} = "{v}"\n' for k, v in topics.items()))
+    cfg.write_text("[kafka.topics]\n" + "".join(f'{k} = "{v}"\n' for k, v in topics.items()))
     recovery = tmp_path / "recovery"  # does not exist yet: a fresh Docker volume is empty too
     cmd = compose_flow_command(kafka_bootstrap, recovery, cfg)
     assert "--recovery-dir" in cmd

@@ -7,13 +7,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from newsflow.config import Settings
 from newsflow.feeds.fastfeed import fast_parse
-from newsflow.feeds.normalize import normalize_payload
+from newsflow.feeds.normalize import NormalizeConfig, normalize_payload
 from newsflow.model.records import RawPayload
 from newsflow.samples.demo import demo_payloads
 
-SLOW = Settings(fast_parse=False)
+SLOW = NormalizeConfig(fast_parse=False)
 
 
 def same(p: RawPayload) -> None:

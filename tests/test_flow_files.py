@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from newsflow.cli.main import run_file_flow
-from newsflow.config import Settings
+from newsflow.config import FlowSettings, Settings
 from newsflow.connectors.files import write_archive
 from newsflow.samples.demo import demo_payloads
 from newsflow.wire.contracts import validate
@@ -132,7 +132,7 @@ def test_body_stored_aside_by_the_poller_is_read_back(tmp_path: Path) -> None:
     outside = replace(p, body=None, body_ref="file:///etc/passwd", fetched_at_ms=p.fetched_at_ms + 2)
     archive = tmp_path / "in.jsonl"
     write_archive([ref, missing, outside], archive)
-    run_file_flow(str(archive), str(tmp_path / "out"), settings=Settings(blob_dir=str(tmp_path)))
+    run_file_flow(str(archive), str(tmp_path / "out"), settings=Settings(flow=FlowSettings(blob_dir=str(tmp_path))))
     out = {t: (tmp_path / "out" / f"{t}.jsonl").read_bytes().splitlines() for t in TOPICS}
     assert len(out["articles"]) >= 1
     dls = [orjson.loads(x) for x in out["deadletter"]]

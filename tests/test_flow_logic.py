@@ -15,7 +15,7 @@ import pytest
 from bytewax.dataflow import Dataflow
 from bytewax.testing import TestingSink, TestingSource, run_main
 
-from newsflow.config import Settings
+from newsflow.config import DedupSettings, Settings, StorySettings
 from newsflow.core.snapshot import SnapshotFormatError, make_snapshot, restore
 from newsflow.feeds.normalize import normalize_payload
 from newsflow.flows.pipeline import (
@@ -45,7 +45,7 @@ from newsflow.samples.demo import demo_payloads
 from newsflow.wire.codec import encode_raw
 from newsflow.wire.contracts import validate
 
-SETTINGS = Settings(dedup_shards=2, story_shards=1)
+SETTINGS = Settings(dedup=DedupSettings(shards=2), stories=StorySettings(shards=1))
 HOUR = 3_600_000
 
 
@@ -62,7 +62,7 @@ def run_step(step: str, logic: Any, items: list[tuple[str, Any]]) -> list[tuple[
 def demo_articles(n_payloads: int = 4) -> list[tuple[int, Article]]:
     out = []
     for p in demo_payloads()[:n_payloads]:
-        out.extend((p.fetched_at_ms, a) for a in normalize_payload(p, SETTINGS).articles)
+        out.extend((p.fetched_at_ms, a) for a in normalize_payload(p, SETTINGS.normalize.to_config()).articles)
     return out
 
 
@@ -140,19 +140,19 @@ def test_stories_logic_releases_only_when_every_dedup_shard_ticked() -> None:
 
 
 def test_route_to_stories_broadcasts_ticks_and_keys_articles_by_category() -> None:
-    route = route_to_stories(Settings(story_shards=4))
+    route = route_to_stories(Settings(stories=StorySettings(shards=4)))
     tick = Tick("0:~", 1)
     assert [k for k, _ in route(("dd001", tick))] == ["st00", "st01", "st02", "st03"]
     (_, a), *_ = demo_articles(1)
     items, _ = _deduped([(0, a)])
     [(k, v)] = route(("dd001", items[0][1]))
-    assert k == story_key(a, Settings(story_shards=4)) and v is items[0][1]
+    assert k == story_key(a, Settings(stories=StorySettings(shards=4))) and v is items[0][1]
 
 
 def test_feed_reliability_reaches_articles_in_every_story_shard() -> None:
     """Issue 9 bug 1: health records went to story shard st00 only, so a feed's reliability
     scored articles of that shard alone. Now every shard gets it; one reports it onward."""
-    settings = Settings(dedup_shards=1, story_shards=4)
+    settings = Settings(dedup=DedupSettings(shards=1), stories=StorySettings(shards=4))
     (t, a), *_ = demo_articles(1)
     health = HealthReport("0000:000000000000:~", {"feed_id": a.feed_id, "reliability": 0.5, "at": "x"})
     routed = route_to_stories(settings)(("dd000", health))
@@ -180,7 +180,7 @@ def test_digests_logic_closes_windows_on_the_minimum_shard_watermark() -> None:
     out, _ = stories.on_item(Tick("0000:999999999999:~", wm))
     out2, _ = stories.on_item(Tick("0000:999999999999:~", wm))
     recs = [m for m in [*out, *out2] if isinstance(m, ScoredArticle)]
-    settings = Settings(dedup_shards=2, story_shards=2)
+    settings = Settings(dedup=DedupSettings(shards=2), stories=StorySettings(shards=2))
     feed = [("digests", FromShard(s, ShardWatermark(wm))) for s in ("st00", "st01")]  # the clock starts
     feed += [("digests", FromShard("st00", m)) for m in recs]
     later = wm + 30 * HOUR

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 from bytewax.operators import StatefulLogic
 
-from newsflow.config import Settings
+from newsflow.config import FlowSettings, Settings
 from newsflow.flows.isolation import Isolated, isolated
 from newsflow.flows.pipeline import DedupLogic, output_guard
 from newsflow.model.messages import Output, ParsedArticle, Tick
@@ -19,7 +19,7 @@ def test_an_item_that_raises_becomes_a_dead_letter_and_the_step_goes_on() -> Non
     assert isinstance(logic, Isolated)
     out, keep = logic.on_item(ParsedArticle("0000:1:00000", "not an article"))  # type: ignore[arg-type]
     [dl] = out
-    assert isinstance(dl, Output) and dl.topic == s.topics.deadletter and keep is StatefulLogic.RETAIN
+    assert isinstance(dl, Output) and dl.topic == s.kafka.topics.deadletter and keep is StatefulLogic.RETAIN
     rec = orjson.loads(dl.value)
     validate("deadletter", rec)
     assert (rec["stage"], rec["reason"]) == ("dedup", "internal_error")
@@ -41,10 +41,10 @@ def test_the_guard_cuts_long_articles_and_refuses_invalid_records() -> None:
 
 
 def test_output_guard_turns_a_violation_into_a_sink_dead_letter() -> None:
-    s = Settings(validate_outputs=True)
-    bad = Output(s.topics.feed_health, b"k", orjson.dumps({"schema": "feed-health", "status": "???"}))
+    s = Settings(flow=FlowSettings(validate_outputs=True))
+    bad = Output(s.kafka.topics.feed_health, b"k", orjson.dumps({"schema": "feed-health", "status": "???"}))
     [dl] = output_guard(s)(bad)
     rec = orjson.loads(dl.value)
-    assert dl.topic == s.topics.deadletter and (rec["stage"], rec["reason"]) == ("sink", "schema_violation")
+    assert dl.topic == s.kafka.topics.deadletter and (rec["stage"], rec["reason"]) == ("sink", "schema_violation")
     validate("deadletter", rec)
     assert output_guard(Settings())(bad) == [bad]  # off by default: only the size is checked

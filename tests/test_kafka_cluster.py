@@ -1,14 +1,13 @@
 """A broker or cluster change is noticed, on real brokers: the flow's recovery state remembers the
 cluster id and offsets it read; a fresh cluster, a recreated topic or a log whose start moved past
 the stored offset fails with one clear line instead of silently reading nothing, and a broker that
-does not answer fails within ``kafka_timeout_s``."""
+does not answer fails within ``kafka.timeout_s``."""
 
 from __future__ import annotations
 
 import socket
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from bytewax.recovery import RecoveryConfig, init_db_dir
 from bytewax.testing import run_main
 from kafka_local import KafkaBroker
 
-from newsflow.config import Settings, Topics
+from newsflow.config import KafkaSettings, Settings, Topics
 from newsflow.connectors.kafka import (
     KafkaClusterChanged,
     KafkaUnavailable,
@@ -34,8 +33,8 @@ pytestmark = pytest.mark.kafka
 
 def _settings(timeout_s: float = 20.0) -> Settings:
     suffix = uuid.uuid4().hex[:8]
-    topics = Topics(*(f"{n}.{suffix}" for n in ("feeds.raw", "articles", "digests", "feed-health", "deadletter")))
-    return replace(Settings(), topics=topics, kafka_timeout_s=timeout_s)
+    topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
+    return Settings(kafka=KafkaSettings(topics=topics, timeout_s=timeout_s))
 
 
 def _run(bootstrap: str, settings: Settings, rec: Path) -> None:
@@ -59,7 +58,7 @@ def values() -> list[bytes]:
 def test_resume_on_a_fresh_cluster_fails_clearly(kafka_bootstrap: str, tmp_path: Path, values: list[bytes]) -> None:
     settings = _settings()
     ensure_topics([kafka_bootstrap], settings)
-    produce_values([kafka_bootstrap], settings.topics.raw, values[:10])
+    produce_values([kafka_bootstrap], settings.kafka.topics.raw, values[:10])
     rec = tmp_path / "rec"
     rec.mkdir()
     init_db_dir(rec, 1)
@@ -68,12 +67,12 @@ def test_resume_on_a_fresh_cluster_fails_clearly(kafka_bootstrap: str, tmp_path:
     # a fresh cluster with the same topic names and *more* data: offsets alone look plausible
     with KafkaBroker(data_dir=tmp_path / "fresh") as fresh:
         ensure_topics([fresh.bootstrap], settings)
-        produce_values([fresh.bootstrap], settings.topics.raw, values[:30])
+        produce_values([fresh.bootstrap], settings.kafka.topics.raw, values[:30])
         line = _fails_with(fresh.bootstrap, settings, rec)
         assert line.startswith("KafkaClusterChanged: Kafka cluster changed"), line
         assert fresh.cluster_id in line
         # nothing was read or written on the fresh cluster
-        assert consume_all(fresh.bootstrap, settings.topics.articles) == []
+        assert consume_all(fresh.bootstrap, settings.kafka.topics.articles) == []
 
 
 def test_recreated_topic_and_deleted_records_fail_clearly(kafka_bootstrap: str, tmp_path: Path,
@@ -82,7 +81,7 @@ def test_recreated_topic_and_deleted_records_fail_clearly(kafka_bootstrap: str, 
     from confluent_kafka.admin import AdminClient
 
     settings = _settings()
-    raw = settings.topics.raw
+    raw = settings.kafka.topics.raw
     ensure_topics([kafka_bootstrap], settings)
     produce_values([kafka_bootstrap], raw, values[:10])
     rec = tmp_path / "rec"
@@ -124,7 +123,7 @@ def test_unreachable_broker_fails_within_the_timeout(tmp_path: Path) -> None:
         run_main(kafka_flow([f"127.0.0.1:{port}"], settings, tail=False))
     took = time.monotonic() - t0
     line = kafka_error_line(ei.value)
-    assert line == (f"KafkaUnavailable: Kafka at 127.0.0.1:{port} did not answer within 2 s (kafka_timeout_s): "
+    assert line == (f"KafkaUnavailable: Kafka at 127.0.0.1:{port} did not answer within 2 s (kafka.timeout_s): "
                     "Failed to get metadata: Local: Broker transport failure"), line
     assert took < 8, took
 

@@ -7,7 +7,6 @@ The broker comes from the session fixture (started by the project's own script, 
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -15,7 +14,7 @@ import pytest
 
 from newsflow.cli.main import main as cli_main
 from newsflow.cli.main import run_file_flow
-from newsflow.config import Settings, Topics
+from newsflow.config import KafkaSettings, Settings, Topics
 from newsflow.connectors.files import write_archive
 from newsflow.connectors.topics import ensure_topics, produce_values
 from newsflow.samples.demo import demo_payloads
@@ -28,9 +27,8 @@ pytestmark = pytest.mark.kafka
 
 def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:8]
-    topics = Topics(*(f"{n}.{suffix}" for n in ("feeds.raw", "articles", "digests", "feed-health", "deadletter",
-                                                 "interactions", "stories")))
-    settings = replace(Settings(), topics=topics)
+    topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
+    settings = Settings(kafka=KafkaSettings(topics=topics))
     brokers = [kafka_bootstrap]
     ensure_topics(brokers, settings)
     from confluent_kafka.admin import AdminClient, ConfigResource
@@ -38,22 +36,25 @@ def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path
     res = ConfigResource(ConfigResource.Type.TOPIC, topics.stories)
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})  # kept alive until the result
     conf = admin.describe_configs([res])[res].result(30)
-    assert conf["cleanup.policy"].value == "compact"  # the latest record per story is its state
+    assert conf["cleanup.policy"].value == "compact,delete"  # the latest record per story is its state
     payloads = demo_payloads()
     values = [encode_raw(p)[1] for p in payloads]
     assert produce_values(brokers, topics.raw, values) == len(values)
 
     # exactly the command docker-compose.yml runs for the flow (plus --until-eof to finish)
     cfg = tmp_path / "settings.toml"
-    cfg.write_text("[newsflow.topics]\n" + "".join(
+    cfg.write_text("[kafka.topics]\n" + "".join(
         f'{name} = "{getattr(topics, name)}"\n'
         for name in ("raw", "articles", "digests", "feed_health", "deadletter", "stories")))
     assert cli_main(["run", "--brokers", kafka_bootstrap, "--config", str(cfg), "--until-eof"]) == 0
 
-    got = {name: [(m.key(), m.value()) for m in consume_all(kafka_bootstrap, getattr(topics, attr))]
-           for name, attr in
-           (("articles", "articles"), ("digests", "digests"), ("feed-health", "feed_health"), ("deadletter", "deadletter"),
-            ("stories", "stories"))}
+    msgs_of = {name: consume_all(kafka_bootstrap, getattr(topics, attr)) for name, attr in
+               (("articles", "articles"), ("digests", "digests"), ("feed-health", "feed_health"), ("deadletter", "deadletter"),
+                ("stories", "stories"))}
+    for name, msgs in msgs_of.items():  # the contract's headers on every message
+        assert all(dict(m.headers() or []) == {"schema": name.encode(), "schema_version": b"1",
+                                               "content-type": b"application/json"} for m in msgs), name
+    got = {name: [(m.key(), m.value()) for m in msgs] for name, msgs in msgs_of.items()}
     for name, msgs in got.items():
         assert msgs, name
         for key, value in msgs:

@@ -32,17 +32,16 @@ pytestmark = pytest.mark.kafka
 
 FLOW = """
 import json, sys
-from dataclasses import replace
 from datetime import timedelta
 from bytewax._bytewax import cli_main
 from bytewax.dataflow import Dataflow
 from bytewax.recovery import RecoveryConfig
-from newsflow.config import Settings, Topics
+from newsflow.config import KafkaSettings, Settings, Topics
 from newsflow.connectors.kafka import kafka_outputs, kafka_raw_input
 from newsflow.flows.pipeline import newsflow_steps
 
 cfg = json.loads(sys.argv[1])
-settings = replace(Settings(), topics=Topics(**cfg["topics"]))
+settings = Settings(kafka=KafkaSettings(topics=Topics(**cfg["topics"])))
 flow = Dataflow("newsflow_kafka")
 keyed = kafka_raw_input(flow, [cfg["in"]], settings, tail=cfg["tail"])
 outs = newsflow_steps(keyed, settings, recovery=True)

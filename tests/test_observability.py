@@ -14,7 +14,6 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from newsflow.cli.main import build_parser
 from newsflow.cli.main import main as cli_main
-from newsflow.config import Settings, Topics
+from newsflow.config import KafkaSettings, Settings, Topics
 from newsflow.connectors.observability import JsonFormatter, serve, setup_logging
 from newsflow.connectors.topics import ensure_topics, produce_values
 from newsflow.flows import metrics
@@ -163,11 +162,11 @@ def test_run_and_poll_document_their_metrics_ports() -> None:
 @pytest.mark.kafka
 def test_run_serves_metrics_health_and_json_logs(kafka_bootstrap: str, tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:8]
-    topics = Topics(*(f"{n}.{suffix}" for n in ("feeds.raw", "articles", "digests", "feed-health", "deadletter")))
-    settings = replace(Settings(), topics=topics)
+    topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
+    settings = Settings(kafka=KafkaSettings(topics=topics))
     ensure_topics([kafka_bootstrap], settings)
     cfg = tmp_path / "settings.toml"
-    cfg.write_text("[newsflow.topics]\n" + "".join(
+    cfg.write_text("[kafka.topics]\n" + "".join(
         f'{name} = "{getattr(topics, name)}"\n' for name in ("raw", "articles", "digests", "feed_health", "deadletter")))
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "newsflow.cli.main", "run", "--brokers", kafka_bootstrap,
@@ -215,7 +214,7 @@ def test_poll_serves_polls_by_status_and_broken_feeds(kafka_bootstrap: str, tmp_
     suffix = uuid.uuid4().hex[:8]
     raw, health = f"feeds.raw.{suffix}", f"feed-health.{suffix}"
     conf = tmp_path / "poller.toml"
-    conf.write_text(f'[poller.topics]\nraw = "{raw}"\nfeed_health = "{health}"\n'
+    conf.write_text(f'[kafka.topics]\nraw = "{raw}"\nfeed_health = "{health}"\n'
                     "[poller.fetch]\ntimeout_s = 3.0\nretry_backoff_s = [0.01, 0.02]\n"
                     'allowed_networks = ["127.0.0.1/32"]\n')
     port = free_port()

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 import orjson
 import pytest
 
-from newsflow.config import Settings, Topics
+from newsflow.config import KafkaSettings, Settings, Topics
 from newsflow.connectors.http_fetch import FetchConfig
 from newsflow.connectors.poller import PollerConfig
 from newsflow.connectors.topics import ensure_topics
@@ -30,10 +29,9 @@ pytestmark = [pytest.mark.kafka, pytest.mark.http]
 
 def test_poll_once_into_kafka_then_again_via_cli(kafka_bootstrap: str, tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:8]
-    topics = Topics(*(f"{n}.{suffix}" for n in ("feeds.raw", "articles", "digests", "feed-health",
-                                                "deadletter")))
+    topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
     brokers = [kafka_bootstrap]
-    ensure_topics(brokers, replace(Settings(), topics=topics), partitions=3)
+    ensure_topics(brokers, Settings(kafka=KafkaSettings(topics=topics)), partitions=3)
     fetch = FetchConfig(allowed_networks=("127.0.0.1/32",), timeout_s=3.0, io_timeout_s=2.0,
                         retry_backoff_s=(0.01, 0.02))
     cfg = PollerConfig(topics=topics, fetch=fetch, partitions=2, heartbeat_s=30.0)
@@ -54,8 +52,11 @@ def test_poll_once_into_kafka_then_again_via_cli(kafka_bootstrap: str, tmp_path:
         health_msgs = consume_all(kafka_bootstrap, topics.feed_health)
         for m in raw_msgs:
             validate("feeds.raw", m.value())
+            assert dict(m.headers() or []).get("schema") == b"feeds.raw"
         for m in health_msgs:
             validate("feed-health", m.value())
+            assert dict(m.headers() or []) == {"schema": b"feed-health", "schema_version": b"1",
+                                               "content-type": b"application/json"}
 
         ticks = [m for m in raw_msgs if m.key() == b"__tick__"]
         assert sorted(m.partition() for m in ticks) == [0, 1, 2]  # a tick on every partition
@@ -78,7 +79,7 @@ def test_poll_once_into_kafka_then_again_via_cli(kafka_bootstrap: str, tmp_path:
         conf = tmp_path / "poller.toml"
         conf.write_text(
             "[poller]\npartitions = 2\n"
-            f"[poller.topics]\nraw = \"{topics.raw}\"\nfeed_health = \"{topics.feed_health}\"\n"
+            f"[kafka.topics]\nraw = \"{topics.raw}\"\nfeed_health = \"{topics.feed_health}\"\n"
             "[poller.fetch]\ntimeout_s = 3.0\nretry_backoff_s = [0.01, 0.02]\n"
             'allowed_networks = ["127.0.0.1/32"]\n')
         from newsflow.cli.main import main
@@ -111,11 +112,10 @@ def test_ctrl_c_on_newsflow_poll_stops_cleanly_and_saves_state(kafka_bootstrap: 
     from newsflow.cli.main import main as cli_main
 
     suffix = uuid.uuid4().hex[:8]
-    topics = Topics(*(f"{n}.{suffix}" for n in ("feeds.raw", "articles", "digests", "feed-health",
-                                                "deadletter")))
-    ensure_topics([kafka_bootstrap], replace(Settings(), topics=topics))
+    topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
+    ensure_topics([kafka_bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
     cfg = tmp_path / "poller.toml"
-    cfg.write_text("[poller.topics]\n" + "".join(
+    cfg.write_text("[kafka.topics]\n" + "".join(
         f'{n} = "{getattr(topics, n)}"\n' for n in ("raw", "articles", "digests", "feed_health", "deadletter")))
     state = tmp_path / "state"
     with FixtureServer() as srv:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from bytewax.testing import run_main
 
 from newsflow.cli.main import run_file_flow
-from newsflow.config import Settings, Topics
+from newsflow.config import KafkaSettings, Settings, Topics
 from newsflow.connectors.files import write_archive
 from newsflow.connectors.topics import ensure_topics, produce_values
 from newsflow.flows.pipeline import kafka_flow
@@ -46,9 +45,8 @@ def test_readme_producer_feeds_profiles_on_kafka(kafka_bootstrap: str, tmp_path:
     assert len(clicks) > 20
 
     suffix = uuid.uuid4().hex[:8]
-    names = ("feeds.raw", "articles", "digests", "feed-health", "deadletter", "interactions")
-    topics = Topics(*(f"{n}.{suffix}" for n in names))
-    settings = replace(Settings(), topics=topics)
+    topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
+    settings = Settings(kafka=KafkaSettings(topics=topics))
     brokers = [kafka_bootstrap]
     ensure_topics(brokers, settings)
     assert produce_values(brokers, topics.raw, [encode_raw(p)[1] for p in payloads]) == len(payloads)

@@ -21,9 +21,9 @@ from newsflow.replay.compare import (
 from newsflow.samples.demo import demo_payloads
 
 # configuration files of the two runs (the format of newsflow.config.load_settings)
-BASE_TOML = "rolling_minutes = 60\n"
+BASE_TOML = "[digests]\nrolling_minutes = 60\n"
 #: a 10-minute dedup window instead of 72 h: re-served items are no longer recognised
-SHORT_DEDUP_TOML = "dedup_window_ms = 600000\n"
+SHORT_DEDUP_TOML = "[dedup]\nwindow_hours = 0.16666666666666666\n"
 
 
 def item(aid: str, score: float, stories: list[str] | None = None, title: str | None = None) -> dict[str, Any]:

@@ -44,6 +44,11 @@ def pick(digests: list[dict[str, Any]], digest_id: str | None) -> dict[str, Any]
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from newsflow.cli.main import UserError
+
+    if not Path(args.file).is_file():
+        msg = f"file {args.file!r} not found"
+        raise UserError(msg)
     digests = load_digests(args.file)
     d = pick(digests, args.digest_id)
     if d is None:
@@ -65,9 +70,13 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``digest render`` to the ``newsflow`` command."""
-    p = subparsers.add_parser("digest", help="digest tools")
+    from newsflow.cli.main import add_command
+
+    p = add_command(subparsers, "digest", "digest tools",
+                    "newsflow digest render /tmp/demo/digests.jsonl --format html --out digest.html")
     sub = p.add_subparsers(dest="digest_cmd", required=True)
-    r = sub.add_parser("render", help="render a digest from a JSONL file to Markdown or HTML")
+    r = add_command(sub, "render", "render a digest from a JSONL file to Markdown or HTML",
+                    "newsflow digest render /tmp/demo/digests.jsonl --digest-id morning_brief:2026-02-01T07:00:00Z")
     r.add_argument("file", help="JSONL file of digests (e.g. a dump of the digests topic)")
     r.add_argument("--format", choices=("md", "html"), default=None, help="default: md")
     r.add_argument("--out", default=None, help="output path (default: stdout)")

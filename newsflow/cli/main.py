@@ -1,4 +1,7 @@
-"""The ``newsflow`` command."""
+"""newsflow: RSS/Atom feeds -> Kafka -> one Bytewax dataflow -> Kafka (dedup, stories, scores, digests).
+
+Every command that runs the flow takes --config FILE (TOML) and NEWSFLOW_<SECTION>__<KEY>
+environment variables; `newsflow config show` prints the effective configuration."""
 
 from __future__ import annotations
 
@@ -16,6 +19,47 @@ import orjson
 #: modules that add their own sub-commands with ``register(subparsers)``
 PLUGINS = ("newsflow.cli.poll", "newsflow.cli.digest", "newsflow.cli.replay", "newsflow.cli.tail",
            "newsflow.cli.ops", "newsflow.cli.profile")
+
+
+class UserError(Exception):
+    """A mistake in the command line or its inputs: one line on stderr, exit status 2."""
+
+
+def check_input(path: str) -> None:
+    """A raw-payload archive must exist and hold ``*.jsonl[.gz]`` files."""
+    from newsflow.connectors.files import archive_files
+
+    p = Path(path)
+    if not p.exists():
+        msg = f"input {path!r} not found"
+        raise UserError(msg)
+    try:
+        archive_files(p)
+    except FileNotFoundError:
+        msg = f"input directory {path!r} holds no *.jsonl or *.jsonl.gz files"
+        raise UserError(msg) from None
+
+
+def load_config(args: argparse.Namespace) -> Any:
+    from newsflow.config import load_settings
+
+    return load_settings(getattr(args, "config", None))
+
+
+def brokers_of(args: argparse.Namespace, settings: Any) -> list[str]:
+    """``--brokers`` if given, else ``kafka.brokers`` of the configuration."""
+    if getattr(args, "brokers", None):
+        return [b.strip() for b in args.brokers.split(",") if b.strip()]
+    return list(settings.kafka.brokers)
+
+
+def reachable_brokers(args: argparse.Namespace, settings: Any) -> list[str]:
+    """The brokers, checked: an unreachable broker is one line within ``kafka.timeout_s``."""
+    from newsflow.connectors.topics import check_brokers
+
+    brokers = brokers_of(args, settings)
+    check_brokers(brokers, args.broker_timeout if getattr(args, "broker_timeout", None) else settings.kafka.timeout_s)
+    return brokers
 
 
 def ensure_recovery_dir(recovery_dir: str | Path) -> Any:
@@ -43,12 +87,14 @@ def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: 
 
     from bytewax.testing import cluster_main, run_main
 
+    from newsflow.config import Settings
     from newsflow.flows.pipeline import file_flow
 
+    settings = settings or Settings()
     recovery = ensure_recovery_dir(recovery_dir) if recovery_dir else None
     flow = file_flow(input_path, out_dir, settings, recovery=recovery is not None,
                      interactions_path=interactions_path, profiles=profiles, inflight_dir=recovery_dir)
-    epoch = timedelta(seconds=5)
+    epoch = timedelta(seconds=settings.flow.epoch_seconds)
     if workers <= 1:
         run_main(flow, epoch_interval=epoch, recovery_config=recovery)
     else:
@@ -90,6 +136,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from newsflow.connectors.files import write_archive
     from newsflow.samples.demo import demo_payloads
 
+    settings = load_config(args)
+    if args.input:
+        check_input(args.input)
     out = Path(args.out or tempfile.mkdtemp(prefix="newsflow-demo-"))
     out.mkdir(parents=True, exist_ok=True)
     if args.input:
@@ -104,8 +153,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from newsflow.profiles.config import load_profiles
 
         profiles = load_profiles(args.profiles)
-    run_file_flow(input_path, str(out), workers=args.workers, recovery_dir=args.recovery_dir,
-                  interactions_path=args.interactions, profiles=profiles)
+    run_file_flow(input_path, str(out), settings, workers=args.workers or settings.flow.workers,
+                  recovery_dir=args.recovery_dir, interactions_path=args.interactions, profiles=profiles)
     dt = time.perf_counter() - t0
     dfile = out / "digests.jsonl"  # absent when the input had no valid payload at all
     digests = [orjson.loads(x) for x in dfile.read_bytes().splitlines()] if dfile.exists() else []
@@ -133,19 +182,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bytewax._bytewax import cli_main
 
     from newsflow.cli.ops import observed
-    from newsflow.config import load_settings
-    from newsflow.connectors.topics import ensure_topics
+    from newsflow.connectors.topics import ensure_topics, kafka_logger
     from newsflow.flows.metrics import flow_status
     from newsflow.flows.pipeline import kafka_flow
 
-    settings = load_settings(args.config)
-    brokers = args.brokers.split(",")
-    ensure_topics(brokers, settings)
+    settings = load_config(args)
+    brokers = reachable_brokers(args, settings)
+    ensure_topics(brokers, settings, partitions=args.partitions)
     recovery = ensure_recovery_dir(args.recovery_dir) if args.recovery_dir else None
+    # librdkafka's log lines go through Python logging, each distinct one at most once a minute
+    quiet: dict[str, Any] = {"logger": kafka_logger()}
     flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None,
-                      inflight_dir=args.recovery_dir)
-    with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.topics.raw):
-        cli_main(flow, workers_per_process=args.workers, recovery_config=recovery)
+                      add_config=quiet, inflight_dir=args.recovery_dir)
+    with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.kafka.topics.raw):
+        cli_main(flow, workers_per_process=args.workers or settings.flow.workers, recovery_config=recovery)
     return 0
 
 
@@ -157,6 +207,10 @@ def cmd_normalize(args: argparse.Namespace) -> int:
     from newsflow.wire.codec import article_record, deadletter_to_dict
 
     out = sys.stdout.buffer
+    for name in args.files:
+        if not Path(name).is_file():
+            msg = f"file {name!r} not found"
+            raise UserError(msg)
     for i, name in enumerate(args.files):
         body = Path(name).read_bytes()
         # the fetch time is the clock of every date rule (undated items, future-date gate): the
@@ -184,6 +238,9 @@ def cmd_import_uci(args: argparse.Namespace) -> int:
     from newsflow.connectors.files import write_archive
     from newsflow.samples.uci import uci_payloads
 
+    if not Path(args.file).is_file():
+        msg = f"file {args.file!r} not found"
+        raise UserError(msg)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     n = write_archive(uci_payloads(args.file, args.limit), out / "uci.feeds.raw.jsonl.gz")
@@ -192,56 +249,104 @@ def cmd_import_uci(args: argparse.Namespace) -> int:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from newsflow.config import load_settings
     from newsflow.connectors.files import iter_archive
     from newsflow.connectors.topics import ensure_topics, produce_values
 
-    settings = load_settings(args.config)
-    brokers = args.brokers.split(",")
+    settings = load_config(args)
+    check_input(args.input)
+    brokers = reachable_brokers(args, settings)
     ensure_topics(brokers, settings, partitions=args.partitions)
-    n = produce_values(brokers, settings.topics.raw, iter_archive(args.input))
-    print(f"produced {n} raw payloads to {settings.topics.raw}")
+    n = produce_values(brokers, settings.kafka.topics.raw, iter_archive(args.input))
+    print(f"produced {n} raw payloads to {settings.kafka.topics.raw}")
     return 0
 
 
+def cmd_config_show(args: argparse.Namespace) -> int:
+    from newsflow.config import load_with_sources, show
+
+    settings, sources = load_with_sources(args.config)
+    sys.stdout.write(show(settings, sources))
+    return 0
+
+
+def _examples(*lines: str) -> str:
+    return "example" + ("s" if len(lines) > 1 else "") + ":\n" + "\n".join(f"  {x}" for x in lines)
+
+
+def add_command(sub: Any, name: str, help: str, *examples: str) -> argparse.ArgumentParser:
+    """A sub-command whose ``--help`` ends with examples."""
+    return sub.add_parser(name, help=help, description=help, epilog=_examples(*examples),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+CONFIG_HELP = "configuration TOML (default: $NEWSFLOW_CONFIG; see `newsflow config show`)"
+
+
+def add_kafka_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--brokers", help="Kafka bootstrap servers HOST:PORT[,HOST:PORT] (default: kafka.brokers)")
+    p.add_argument("--broker-timeout", type=float, metavar="S",
+                   help="give up on an unreachable broker after S seconds (default: kafka.timeout_s, 10)")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from newsflow import __version__
     from newsflow.cli.ops import RUN_METRICS_PORT, add_observability_args
 
-    ap = argparse.ArgumentParser(prog="newsflow", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("demo", help="run the whole flow on the bundled sample (no Kafka needed)")
+    ap = argparse.ArgumentParser(
+        prog="newsflow", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_examples("newsflow demo", "newsflow run --brokers 127.0.0.1:9092 --config newsflow.toml",
+                         "newsflow config show --config newsflow.toml", "newsflow <command> --help"))
+    ap.add_argument("--version", action="version", version=f"newsflow {__version__}")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    d = add_command(sub, "demo", "run the whole flow on the bundled sample or an archive (no Kafka needed)",
+                    "newsflow demo --out /tmp/demo",
+                    "newsflow demo --input feeds.raw.jsonl.gz --config newsflow.toml --out /tmp/replay")
     d.add_argument("--input", help="raw-payload archive (file or directory of *.jsonl[.gz]) instead of the sample")
     d.add_argument("--out", help="output directory (default: a new temp dir)")
-    d.add_argument("--workers", type=int, default=1)
+    d.add_argument("--config", help=CONFIG_HELP)
+    d.add_argument("--workers", type=int, help="workers (default: flow.workers, 1)")
     d.add_argument("--recovery-dir", help="snapshot state here; a rerun with the same dir resumes")
     d.add_argument("--interactions", help="JSONL of interactions records: profiles learn from them")
     d.add_argument("--profiles", help="TOML with a [profiles] table (named profiles, their digests)")
     d.set_defaults(func=cmd_demo)
-    r = sub.add_parser("run", help="run the flow on Kafka: feeds.raw -> articles/digests/feed-health/deadletter")
-    r.add_argument("--brokers", required=True)
-    r.add_argument("--config", help="settings TOML")
-    r.add_argument("--workers", type=int, default=1)
+    r = add_command(sub, "run", "run the flow on Kafka: feeds.raw -> articles/digests/feed-health/deadletter",
+                    "newsflow run --brokers 127.0.0.1:9092 --partitions 4 --config newsflow.toml",
+                    "NEWSFLOW_DIGESTS__TZ=Europe/Berlin newsflow run --brokers kafka:9092 --until-eof")
+    add_kafka_args(r)
+    r.add_argument("--config", help=CONFIG_HELP)
+    r.add_argument("--partitions", type=int, help="partitions of topics created now (default: kafka.partitions, 1)")
+    r.add_argument("--workers", type=int, help="worker threads (default: flow.workers, 1)")
     r.add_argument("--recovery-dir", help="snapshot offsets and state here (initialised on first use); "
                                           "a restart with the same dir resumes instead of replaying")
     r.add_argument("--until-eof", action="store_true", help="stop at the end of the topic (replays, tests)")
     add_observability_args(r, RUN_METRICS_PORT)
     r.set_defaults(func=cmd_run)
-    n = sub.add_parser("normalize", help="parse raw feed files, print one JSON line per article or dead letter")
+    n = add_command(sub, "normalize", "parse raw feed files, print one JSON line per article or dead letter",
+                    "newsflow normalize feed.xml --base-url https://example.com/feed.xml")
     n.add_argument("files", nargs="+")
     n.add_argument("--base-url", help="URL the feed was fetched from (resolves relative links)")
     n.add_argument("--fetched-at", help="fetch time, ISO 8601 (default: each file's modification time)")
     n.set_defaults(func=cmd_normalize)
-    u = sub.add_parser("import-uci", help="render UCI News Aggregator rows into raw feed payloads")
+    u = add_command(sub, "import-uci", "render UCI News Aggregator rows into raw feed payloads",
+                    "newsflow import-uci uci-news.jsonl.gz --out /tmp/uci --limit 20000")
     u.add_argument("file")
     u.add_argument("--out", required=True)
     u.add_argument("--limit", type=int)
     u.set_defaults(func=cmd_import_uci)
-    pr = sub.add_parser("produce", help="produce a raw-payload archive to the feeds.raw topic")
+    pr = add_command(sub, "produce", "produce a raw-payload archive to the feeds.raw topic",
+                     "newsflow produce /tmp/uci/uci.feeds.raw.jsonl.gz --brokers 127.0.0.1:9092 --partitions 4")
     pr.add_argument("input")
-    pr.add_argument("--brokers", required=True)
-    pr.add_argument("--config")
-    pr.add_argument("--partitions", type=int, default=1)
+    add_kafka_args(pr)
+    pr.add_argument("--config", help=CONFIG_HELP)
+    pr.add_argument("--partitions", type=int, help="partitions of topics created now (default: kafka.partitions, 1)")
     pr.set_defaults(func=cmd_produce)
+    c = add_command(sub, "config", "the configuration tree",
+                    "newsflow config show", "NEWSFLOW_DEDUP__WINDOW_HOURS=48 newsflow config show --config newsflow.toml")
+    cs = c.add_subparsers(dest="config_cmd", required=True, metavar="COMMAND")
+    show = add_command(cs, "show", "print the effective configuration (TOML) with the source of each value",
+                       "newsflow config show --config newsflow.toml")
+    show.add_argument("--config", help=CONFIG_HELP)
+    show.set_defaults(func=cmd_config_show)
     for mod in PLUGINS:
         try:
             m = importlib.import_module(mod)
@@ -254,9 +359,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; user mistakes (bad configuration, missing input, unreachable broker)
+    are one line on stderr and exit status 2, never a traceback."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    from newsflow.config import ConfigError
+    from newsflow.connectors.topics import BrokerUnreachableError
+
+    try:
+        return int(args.func(args) or 0)
+    except (UserError, ConfigError, BrokerUnreachableError) as e:
+        print(f"newsflow: error: {e}", file=sys.stderr)
+        return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python -m newsflow.cli.main: run the importable module, not a copy
+    from newsflow.cli.main import main as _main
+
+    sys.exit(_main())

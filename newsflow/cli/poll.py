@@ -99,8 +99,8 @@ class Progress:
 
 
 def cmd_poll(args: argparse.Namespace) -> int:
+    from newsflow.cli.main import load_config, reachable_brokers
     from newsflow.cli.ops import observed
-    from newsflow.connectors.poller import load_poller_config
     from newsflow.flows.metrics import PollMetrics, poll_status
     from newsflow.flows.poller import run_poller_flow
 
@@ -110,7 +110,8 @@ def cmd_poll(args: argparse.Namespace) -> int:
     except RegistryError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    cfg = load_poller_config(args.config)
+    settings = load_config(args)
+    cfg = settings.poller_config()
     fetch = cfg.fetch
     if args.allow_private:
         fetch = replace(fetch, allow_private=True)
@@ -132,12 +133,11 @@ def cmd_poll(args: argparse.Namespace) -> int:
     state_dir = None if args.no_state else Path(args.state_dir or default_state_dir(args.registry))
     if state_dir is not None and cfg.blob_dir is None:
         cfg = replace(cfg, blob_dir=str(state_dir / "blobs"))
-    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    brokers = reachable_brokers(args, settings)
     if not args.no_create_topics:
-        from newsflow.config import Settings
         from newsflow.connectors.topics import ensure_topics
 
-        ensure_topics(brokers, Settings(topics=cfg.topics))
+        ensure_topics(brokers, settings)
     progress = None if args.quiet else Progress(len(feeds) if args.once else None)
     poll_metrics = PollMetrics(SUCCESS_STATUSES)
 
@@ -220,42 +220,49 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``poll`` and ``feeds`` to the ``newsflow`` command."""
+    from newsflow.cli.main import CONFIG_HELP, add_command, add_kafka_args
     from newsflow.cli.ops import POLL_METRICS_PORT, add_observability_args
 
-    p = subparsers.add_parser("poll", help="poll the registry's feeds into feeds.raw and feed-health")
+    p = add_command(subparsers, "poll", "poll the registry's feeds into feeds.raw and feed-health",
+                    "newsflow poll --registry config/feeds.toml --brokers 127.0.0.1:9092",
+                    "newsflow poll --registry feeds.toml --once --config newsflow.toml   # one round (cron)")
     p.add_argument("--registry", default=DEFAULT_REGISTRY, help="registry TOML (default feeds.toml)")
-    p.add_argument("--brokers", required=True, help="Kafka bootstrap servers HOST:PORT[,HOST:PORT]")
+    add_kafka_args(p)
     p.add_argument("--once", action="store_true", help="one round of due feeds, then exit (cron)")
     p.add_argument("--force", action="store_true", help="with --once: poll all feeds, ignore schedules")
     p.add_argument("--allow-private", action="store_true",
                    help="allow private and loopback addresses (never link-local/metadata)")
-    p.add_argument("--config", help="TOML file with [poller], [poller.fetch], [poller.policy]")
+    p.add_argument("--config", help=CONFIG_HELP + "; the poller reads [poller], [poller.fetch], [poller.policy], [kafka]")
     p.add_argument("--state-dir", help="per-feed state (default <registry dir>/.newsflow-state/<name>)")
     p.add_argument("--no-state", action="store_true", help="do not persist per-feed state")
     p.add_argument("--snapshot-interval", type=float, default=5.0,
                    help="seconds between state snapshots (polls after the last one are redone "
                         "after a crash or Ctrl-C; default 5)")
-    p.add_argument("--concurrency", type=int, help="concurrent fetches (default 50)")
-    p.add_argument("--timeout", type=float, help="seconds per fetch attempt (default 30)")
-    p.add_argument("--heartbeat", type=float, help="seconds between heartbeat ticks (0: off)")
+    p.add_argument("--concurrency", type=int, help="concurrent fetches (default: poller.concurrency, 50)")
+    p.add_argument("--timeout", type=float, help="seconds per fetch attempt (default: poller.fetch.timeout_s, 30)")
+    p.add_argument("--heartbeat", type=float, help="seconds between heartbeat ticks, 0: off (default: poller.heartbeat_s, 30)")
     p.add_argument("--no-create-topics", action="store_true", help="do not create missing topics")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     add_observability_args(p, POLL_METRICS_PORT)
     p.set_defaults(func=cmd_poll)
 
-    f = subparsers.add_parser("feeds", help="feed registry: import/export OPML, check")
+    f = add_command(subparsers, "feeds", "feed registry: import/export OPML, check",
+                    "newsflow feeds check --registry config/feeds.toml")
     fs = f.add_subparsers(dest="feeds_cmd", required=True)
-    imp = fs.add_parser("import-opml", help="import an OPML subscription list")
+    imp = add_command(fs, "import-opml", "import an OPML subscription list",
+                      "newsflow feeds import-opml subscriptions.opml --registry feeds.toml --tier T3")
     imp.add_argument("file")
     imp.add_argument("--registry", help="merge into this registry (created if missing); "
                                         "default: print TOML to stdout")
     imp.add_argument("--tier", default="T4", help="tier of imported feeds without one (default T4)")
     imp.add_argument("--language", help="language of imported feeds without one")
     imp.set_defaults(func=cmd_import_opml)
-    exp = fs.add_parser("export-opml", help="write the registry as OPML")
+    exp = add_command(fs, "export-opml", "write the registry as OPML",
+                      "newsflow feeds export-opml --registry feeds.toml -o feeds.opml")
     exp.add_argument("--registry", default=DEFAULT_REGISTRY)
     exp.add_argument("-o", "--output", help="file (default stdout)")
     exp.set_defaults(func=cmd_export_opml)
-    chk = fs.add_parser("check", help="validate the registry (exit 1 on errors)")
+    chk = add_command(fs, "check", "validate the registry (exit 1 on errors)",
+                      "newsflow feeds check --registry config/feeds.toml")
     chk.add_argument("--registry", default=DEFAULT_REGISTRY)
     chk.set_defaults(func=cmd_check)

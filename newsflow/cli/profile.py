@@ -50,9 +50,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("profile", help="interest profiles: show a profile's top terms")
+    from newsflow.cli.main import add_command
+
+    p = add_command(sub, "profile", "interest profiles: show a profile's top terms",
+                    "newsflow profile show default --profiles profiles.toml")
     ps = p.add_subparsers(dest="profile_cmd", required=True)
-    s = ps.add_parser("show", help="a profile's top terms (configured, or learned with --digests)")
+    s = add_command(ps, "show", "a profile's top terms (configured, or learned with --digests)",
+                    "newsflow profile show reader --profiles profiles.toml --digests /tmp/demo/digests.jsonl")
     s.add_argument("name")
     s.add_argument("--profiles", help="TOML with a [profiles] table (default: only 'default')")
     s.add_argument("--digests", help="a digests dump: show the terms learned as of the profile's latest digest")

@@ -171,7 +171,7 @@ def resolve_body_ref(payload: RawPayload, blob_dir: str | os.PathLike[str] | Non
     if payload.body is not None or not ref:
         return payload
     if blob_dir is None:
-        _ref_error("no blob directory is configured (Settings.blob_dir)", "body_ref_refused")
+        _ref_error("no blob directory is configured (flow.blob_dir)", "body_ref_refused")
     parts = urlsplit(ref)
     if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
         _ref_error(f"scheme {parts.scheme or '(none)'!r}/host {parts.netloc!r} is not allowed", "body_ref_refused")

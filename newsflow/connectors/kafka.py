@@ -4,7 +4,7 @@ Input: :class:`RawKafkaSource`, one Bytewax partition per Kafka partition, read 
 (no consumer group). Its recovery snapshot is ``(cluster id, next offset)``: on resume it checks
 that the broker is the same cluster and that the stored offset lies inside the partition's log,
 and fails with one clear line (:class:`KafkaClusterChanged`) instead of silently reading nothing.
-A broker that does not answer fails within ``Settings.kafka_timeout_s`` (:class:`KafkaUnavailable`).
+A broker that does not answer fails within ``kafka.timeout_s`` (:class:`KafkaUnavailable`).
 
 Output: :class:`ReliableKafkaSink`, an idempotent producer whose ``write_batch`` waits for every
 delivery report of the batch and raises :class:`KafkaDeliveryFailed` if any record was not
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import bytewax.operators as op
@@ -35,6 +36,10 @@ from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
 from newsflow.model.messages import Output
 from newsflow.wire.codec import deadletter_to_dict, dumps
+from newsflow.wire.contracts import headers_for
+
+#: Kafka message headers as confluent-kafka takes them
+Headers = list[tuple[str, str | bytes | None]]
 
 #: librdkafka properties that only a producer understands (kept out of the consumer's config)
 _PRODUCER_ONLY = ("message.timeout.ms", "delivery.timeout.ms", "linger.ms", "queue.buffering.",
@@ -97,7 +102,7 @@ def _cluster_id(client: Any, brokers: list[str], timeout_s: float, topic: str | 
         md = client.list_topics(topic, timeout=timeout_s)
     except KafkaException as e:
         msg = (f"Kafka at {','.join(brokers)} did not answer within {timeout_s:g} s "
-               f"(kafka_timeout_s): {e.args[0].str() if e.args else e}")
+               f"(kafka.timeout_s): {e.args[0].str() if e.args else e}")
         raise KafkaUnavailable(msg) from None
     if not md.brokers or not md.cluster_id:
         msg = f"Kafka at {','.join(brokers)} answered without brokers or cluster id"
@@ -217,7 +222,7 @@ class RawKafkaSource(FixedPartitionedSource[Any, tuple[str, int]]):
             except KafkaException as e:
                 if time.monotonic() >= deadline:
                     msg = (f"Kafka at {','.join(self.brokers)} gave no offsets for {topic}[{part}] "
-                           f"within {self.timeout_s:g} s (kafka_timeout_s): {e}")
+                           f"within {self.timeout_s:g} s (kafka.timeout_s): {e}")
                     raise KafkaUnavailable(msg) from None
                 time.sleep(0.2)
 
@@ -256,7 +261,7 @@ def kafka_raw_input(
     add_config: dict[str, str] | None = None,
 ) -> Stream[tuple[str, tuple[str, bytes]]]:
     """``feeds.raw`` -> ``(partition key, (seq, value))``; consumer errors -> dead letters."""
-    src = RawKafkaSource(brokers, settings.topics.raw, tail=tail, timeout_s=settings.kafka_timeout_s,
+    src = RawKafkaSource(brokers, settings.kafka.topics.raw, tail=tail, timeout_s=settings.kafka.timeout_s,
                          add_config=add_config, batch_size=1000)
     items = _raw_source("kafka_raw_in", flow, src)
     split = op.branch("kafka_raw_split", items, lambda m: isinstance(m, KafkaSourceMessage))
@@ -266,7 +271,8 @@ def kafka_raw_input(
         return (f"p{msg.partition:04d}", (f"{msg.partition:04d}:{msg.offset:012d}", msg.value or b""))
 
     errs = op.map("kafka_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
-    op.output("kafka_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config)))
+    op.output("kafka_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config),
+                                                        headers=topic_headers(settings)))
     return op.map("key_by_partition", split.trues, keyed)
 
 
@@ -276,13 +282,14 @@ def kafka_interactions_input(
 ) -> tuple[Stream[tuple[str, tuple[str, bytes]]], int]:
     """``interactions`` -> ``(partition key, (seq, value))`` and the number of partitions (the
     profile step waits for every partition's clock); consumer errors -> dead letters."""
-    src = RawKafkaSource(brokers, settings.topics.interactions, tail=tail, timeout_s=settings.kafka_timeout_s,
+    src = RawKafkaSource(brokers, settings.kafka.topics.interactions, tail=tail, timeout_s=settings.kafka.timeout_s,
                          add_config=add_config, batch_size=1000)
     n = len(src.list_parts())
     items = _raw_source("kafka_interactions_in", flow, src)
     split = op.branch("kafka_interactions_split", items, lambda m: isinstance(m, KafkaSourceMessage))
     errs = op.map("kafka_ix_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
-    op.output("kafka_ix_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config)))
+    op.output("kafka_ix_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config),
+                                                           headers=topic_headers(settings)))
     keyed = op.map("key_interactions", split.trues, lambda m: (
         f"ix{m.partition:04d}", (f"ix{m.partition:04d}:{m.offset:012d}", m.value or b"")))
     return keyed, n
@@ -292,12 +299,13 @@ def _error_deadletter(err: Any, settings: Settings) -> Output:
     msg = err.msg
     dl = make_deadletter("envelope", "kafka_error", str(err.err), msg.value or b"", feed_id=None,
                          fetched_ms=None, item_index=None)
-    return Output(settings.topics.deadletter, dl.dl_id.encode(), dumps(deadletter_to_dict(dl)))
+    return Output(settings.kafka.topics.deadletter, dl.dl_id.encode(), dumps(deadletter_to_dict(dl)))
 
 
 # ---------------------------------------------------------------- output
 class _ReliableSinkPartition(StatelessSinkPartition[Output]):
-    def __init__(self, config: dict[str, str]) -> None:
+    def __init__(self, config: dict[str, str], headers: Mapping[str, Headers]) -> None:
+        self._headers = headers
         self._failed = 0
         self._first_error: str | None = None
         self._fatal: str | None = None
@@ -318,7 +326,8 @@ class _ReliableSinkPartition(StatelessSinkPartition[Output]):
         for o in items:
             while True:
                 try:
-                    p.produce(o.topic, o.value, o.key, on_delivery=self._on_delivery)
+                    p.produce(o.topic, o.value, o.key, headers=self._headers.get(o.topic),
+                              on_delivery=self._on_delivery)
                     break
                 except BufferError:  # local queue full: serve delivery reports, then retry
                     p.poll(0.1)
@@ -347,16 +356,25 @@ class ReliableKafkaSink(DynamicSink[Output]):
     """:class:`Output` records to Kafka; a batch returns only once every record of it is
     acknowledged, and raises :class:`KafkaDeliveryFailed` otherwise (one producer per worker)."""
 
-    def __init__(self, brokers: list[str], config: dict[str, str] | None = None) -> None:
+    def __init__(self, brokers: list[str], config: dict[str, str] | None = None,
+                 headers: Mapping[str, Headers] | None = None) -> None:
         self.config = producer_config(brokers, config)
+        self.headers = dict(headers or {})
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _ReliableSinkPartition:
-        return _ReliableSinkPartition(dict(self.config))
+        return _ReliableSinkPartition(dict(self.config), self.headers)
+
+
+def topic_headers(settings: Settings) -> dict[str, Headers]:
+    """topic name -> the headers of its messages: ``schema``, ``schema_version``, ``content-type``."""
+    return {name: list(headers_for(role)) for role, name in settings.kafka.topics.roles().items()}
 
 
 def kafka_outputs(
     outs: Stream[Output], brokers: list[str], settings: Settings,
     add_config: dict[str, str] | None = None,
 ) -> None:
-    """Every output record to its topic; the message key is the record's idempotent key."""
-    op.output("kafka_out", outs, ReliableKafkaSink(brokers, producer_config(None, add_config)))
+    """Every output record to its topic; the message key is the record's idempotent key, the
+    headers name the value's schema (``schema``, ``schema_version``, ``content-type``)."""
+    op.output("kafka_out", outs, ReliableKafkaSink(brokers, producer_config(None, add_config),
+                                                   headers=topic_headers(settings)))

@@ -44,7 +44,6 @@ import logging
 import os
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -79,6 +78,7 @@ from newsflow.polling.state import (
     reconcile_state,
 )
 from newsflow.wire.codec import encode_raw, poll_health_record
+from newsflow.wire.contracts import headers_for
 
 log = logging.getLogger("newsflow.poller")
 
@@ -99,7 +99,8 @@ def system_clock_ms() -> int:
 
 @dataclass(frozen=True, slots=True)
 class PollerConfig:
-    """Poller settings (``[poller]``, ``[poller.fetch]``, ``[poller.policy]`` in a TOML file)."""
+    """Poller settings; built from the ``[poller]`` section of the configuration tree
+    (``newsflow.config.Settings.poller_config()``)."""
 
     topics: Topics = field(default_factory=Topics)
     #: concurrent fetches per worker
@@ -127,42 +128,6 @@ class PollerConfig:
     policy: PollPolicy = field(default_factory=PollPolicy)
 
 
-def _coerce_fields(cls: Any, data: Mapping[str, Any]) -> dict[str, Any]:
-    known = {f.name: f for f in fields(cls)}
-    out: dict[str, Any] = {}
-    for k, v in data.items():
-        if k not in known:
-            msg = f"unknown poller setting {k!r}"
-            raise ValueError(msg)
-        if isinstance(v, list):
-            v = tuple(v)
-        if k == "transient_statuses":
-            v = frozenset(v)
-        out[k] = v
-    return out
-
-
-def load_poller_config(path: str | Path | None = None, **overrides: Any) -> PollerConfig:
-    """Defaults <- ``[poller]`` tables of a TOML file <- keyword overrides."""
-    cfg = PollerConfig()
-    if path is not None:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        data = dict(data.get("poller", data))
-        fetch = data.pop("fetch", None)
-        policy = data.pop("policy", None)
-        topics = data.pop("topics", None)
-        cfg = replace(cfg, **_coerce_fields(PollerConfig, data))
-        if fetch:
-            cfg = replace(cfg, fetch=replace(cfg.fetch, **_coerce_fields(FetchConfig, fetch)))
-        if policy:
-            cfg = replace(cfg, policy=replace(cfg.policy, **_coerce_fields(PollPolicy, policy)))
-        if topics:
-            cfg = replace(cfg, topics=replace(cfg.topics, **topics))
-    if overrides:
-        cfg = replace(cfg, **overrides)
-    return cfg
-
-
 # --------------------------------------------------------------------------------------------
 # Records
 # --------------------------------------------------------------------------------------------
@@ -178,6 +143,8 @@ class KafkaRecord:
     timestamp_ms: int
     partition: int | None = None
     all_partitions: bool = False
+    #: schema headers (``newsflow.wire.contracts.headers_for``)
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +166,7 @@ def tick_event(now_ms: int, topics: Topics) -> PollEvent:
     feeds.raw, so the dataflow's event-time clock advances on quiet streams."""
     key, value = encode_raw(RawPayload(feed_id=TICK_FEED_ID, url="", status=0, body=None,
                                        fetched_at_ms=now_ms))
-    rec = KafkaRecord(topics.raw, key, value, now_ms, all_partitions=True)
+    rec = KafkaRecord(topics.raw, key, value, now_ms, all_partitions=True, headers=headers_for("raw"))
     return PollEvent(TICK_FEED_ID, "tick", (rec,), now_ms)
 
 
@@ -435,9 +402,10 @@ class PollEngine:
                                               self.policy.reliability_window_days),
             )
             key, value = encode_raw(raw)
-            records.append(KafkaRecord(topics.raw, key, value, now_ms))
+            records.append(KafkaRecord(topics.raw, key, value, now_ms, headers=headers_for("raw")))
         health = poll_health_record(verdict, outcome, now_ms, self.policy, domain=domain)
-        records.append(KafkaRecord(topics.feed_health, feed.id.encode(), orjson.dumps(health), now_ms))
+        records.append(KafkaRecord(topics.feed_health, feed.id.encode(), orjson.dumps(health), now_ms,
+                                   headers=headers_for("feed_health")))
         if verdict.alerts:
             log.warning("feed %s: %s", feed.id, health["alert"])
         return PollEvent(feed.id, verdict.status, tuple(records), now_ms, alert=health["alert"],
@@ -709,6 +677,8 @@ class _KafkaRecordPartition(StatelessSinkPartition[KafkaRecord]):
                               "on_delivery": self._on_delivery}
         if partition is not None:
             kw["partition"] = partition
+        if r.headers:
+            kw["headers"] = list(r.headers)
         while True:
             try:
                 self._p.produce(r.topic, **kw)
@@ -759,7 +729,6 @@ __all__ = [
     "PollerConfig",
     "PollerSource",
     "feed_partition",
-    "load_poller_config",
     "restore_snapshot",
     "state_from_dict",
     "state_to_dict",

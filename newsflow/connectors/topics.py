@@ -3,6 +3,7 @@ topic creation, producing a raw archive."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -94,14 +95,109 @@ def create_topics(
             time.sleep(0.1)
 
 
-def ensure_topics(brokers: list[str], settings: Settings, partitions: int = 1) -> None:
-    """Create the pipeline's topics if missing (idempotent); ``stories`` is compacted (the
-    latest record per story id is the story's state)."""
-    t = settings.topics
-    bootstrap = ",".join(brokers)
-    create_topics(bootstrap, [t.raw, t.articles, t.digests, t.feed_health, t.deadletter, t.interactions],
-                  partitions)
-    create_topics(bootstrap, [t.stories], partitions, config={"cleanup.policy": "compact"})
+#: the topic contracts' clean-up policy per topic role. Keyed records (articles by
+#: article_id/#rN, digests by window, feed-health by feed, stories by story id) are compacted: the latest record per
+#: key survives, and ``delete`` still drops everything older than the retention
+#: (``[kafka.retention_hours]``). The inputs (raw polls, reader interactions) and the dead
+#: letters are logs: delete only.
+CLEANUP_POLICY = {
+    "raw": "delete",
+    "articles": "compact,delete",
+    "digests": "compact,delete",
+    "feed_health": "compact,delete",
+    "deadletter": "delete",
+    "interactions": "delete",  # an input log, like feeds.raw
+    "stories": "compact,delete",  # the latest record per story id is the story's state
+}
+
+
+class BrokerUnreachableError(ConnectionError):
+    """No Kafka broker answered within the configured timeout."""
+
+
+class _OncePerMinute(logging.Filter):
+    """librdkafka repeats each connection error every few hundred ms: keep one per minute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = record.getMessage()
+        now = time.monotonic()
+        if now - self.last.get(key, -1e9) < 60.0:
+            return False
+        self.last[key] = now
+        return True
+
+
+def kafka_logger() -> logging.Logger:
+    """The Python logger librdkafka's messages go to (``"logger"`` in a client config) instead
+    of raw stderr: warnings and errors only, each distinct line at most once a minute."""
+    log = logging.getLogger("newsflow.kafka")
+    if not any(isinstance(f, _OncePerMinute) for f in log.filters):
+        log.addFilter(_OncePerMinute())
+        log.setLevel(logging.WARNING)
+    return log
+
+
+def admin_config(brokers: list[str], timeout_s: float) -> dict[str, Any]:
+    return {"bootstrap.servers": ",".join(brokers), "logger": kafka_logger(),
+            "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000))}
+
+
+def check_brokers(brokers: list[str], timeout_s: float) -> None:
+    """Raise :class:`BrokerUnreachableError` (one line) unless a broker answers within ``timeout_s``."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    silent = logging.getLogger("newsflow.kafka.check")  # the message below says it all
+    silent.propagate = False
+    silent.addHandler(logging.NullHandler())
+    conf: dict[str, Any] = {**admin_config(brokers, timeout_s), "logger": silent}
+    admin = AdminClient(conf)
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except KafkaException as e:
+        err = e.args[0] if e.args else e
+        detail = err.str() if hasattr(err, "str") else str(err)
+        msg = f"Kafka broker {','.join(brokers)} unreachable after {timeout_s:g} s ({detail})"
+        raise BrokerUnreachableError(msg) from None
+
+
+def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
+    """topic name -> the configs it is created with (clean-up policy, retention)."""
+    k = settings.kafka
+    return {getattr(k.topics, role): {
+        "cleanup.policy": CLEANUP_POLICY[role],
+        "retention.ms": str(round(getattr(k.retention_hours, role) * 3_600_000)),
+    } for role in CLEANUP_POLICY}
+
+
+def ensure_topics(brokers: list[str], settings: Settings, partitions: int | None = None) -> list[str]:
+    """Create the pipeline's missing topics (idempotent) with ``partitions`` (default
+    ``kafka.partitions``), the replication factor, clean-up policy and retention of the
+    configuration; existing topics are left as they are. Returns the names created."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    k = settings.kafka
+    admin = AdminClient(admin_config(brokers, k.timeout_s))
+    try:
+        existing = set(admin.list_topics(timeout=k.timeout_s).topics)
+    except KafkaException as e:
+        msg = f"Kafka broker {','.join(brokers)} unreachable after {k.timeout_s:g} s ({e})"
+        raise BrokerUnreachableError(msg) from None
+    created = []
+    for name, cfg in topic_configs(settings).items():
+        if name not in existing:
+            create_topics(",".join(brokers), [name], partitions or k.partitions,
+                          replication_factor=k.replication_factor, config=cfg,
+                          timeout=max(30.0, k.timeout_s), admin_config={"logger": kafka_logger()})
+            created.append(name)
+    return created
+
+
 
 
 def produce_values(brokers: list[str], topic: str, values: Iterable[bytes], key_field: bool = True) -> int:
@@ -109,7 +205,10 @@ def produce_values(brokers: list[str], topic: str, values: Iterable[bytes], key_
     import orjson
     from confluent_kafka import Producer
 
-    p = Producer(producer_config(brokers))
+    from newsflow.wire.contracts import headers_for
+
+    headers: list[tuple[str, str | bytes | None]] = list(headers_for("raw"))
+    p = Producer(producer_config(brokers, {"logger": kafka_logger()}))
     n = 0
     for v in values:
         key = None
@@ -120,7 +219,7 @@ def produce_values(brokers: list[str], topic: str, values: Iterable[bytes], key_
                 key = None
         while True:
             try:
-                p.produce(topic, v, key)
+                p.produce(topic, v, key, headers=headers)
                 break
             except BufferError:
                 p.poll(0.5)

@@ -52,6 +52,7 @@ from newsflow.scoring.importance import (
     DEFAULT_SCORE_CONFIG,
     SCORED_DISPOSITIONS,
     TIER_RANK,
+    ScoreConfig,
     authority_score,
     corroboration_score,
     rescore,
@@ -223,6 +224,7 @@ def assemble_digest(
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
     final: bool = True,
     coverage: StoryCoverage | None = None,
+    score_config: ScoreConfig = DEFAULT_SCORE_CONFIG,
 ) -> dict[str, Any]:
     """The digest of one window (a ``digests.v1`` dict). See the module doc.
 
@@ -230,7 +232,8 @@ def assemble_digest(
     trend flags; ``feed_health``: a :class:`FeedHealthAccumulator` (or its summary) or the
     window's ``feed-health`` records. ``coverage``: the stories' publishers/tiers over time and
     the feeds' reliability (the flow keeps one across windows); scores are recomputed from it
-    as of the window's end (:func:`rescore_as_of`). Default: built from ``records``.
+    as of the window's end (:func:`rescore_as_of`) with ``score_config`` (the flow's scoring
+    configuration). Default: built from ``records``.
     """
     sched = schedule or DigestSchedule()
     dtype = (
@@ -246,7 +249,7 @@ def assemble_digest(
     # analyzed once (the flow keeps entries: no text is analyzed again per window)
     records = digest_entries(records, title_weight=config.title_weight, body_words=config.body_words)
     sel, article_count, dups = select_records(
-        records, window, config, adjust=_rescorer(coverage, window.end_ms))
+        records, window, config, adjust=_rescorer(coverage, window.end_ms, score_config))
     copies = story_copies(records, window, config)
 
     clusters: list[_Cluster] = []
@@ -542,7 +545,7 @@ def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str
     return label, ent, terms
 
 
-def _rescorer(coverage: StoryCoverage, end_ms: int) -> Any:
+def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_SCORE_CONFIG) -> Any:
     """:func:`rescore_as_of` for the many records of one window, the same score (same float
     operations in the same order as :func:`newsflow.scoring.importance.rescore`) at a fraction
     of the cost: each story's coverage, each feed's reliability and each (tier, reliability)
@@ -551,7 +554,6 @@ def _rescorer(coverage: StoryCoverage, end_ms: int) -> Any:
     stories: dict[Any, tuple[list[str], list[str]]] = {}
     feeds: dict[Any, float | None] = {}
     auth: dict[tuple[Any, float | None], float] = {}
-    cfg = DEFAULT_SCORE_CONFIG
     w0, w1, w2, w3, w4 = cfg.weights
     nd = cfg.ndigits
     assert COMPONENTS == ("authority", "recency", "corroboration", "relevance", "depth")
@@ -583,19 +585,14 @@ def _rescorer(coverage: StoryCoverage, end_ms: int) -> Any:
     return adjust
 
 
-def rescore_as_of(rec: Mapping[str, Any], coverage: StoryCoverage, end_ms: int) -> Mapping[str, Any]:
+def rescore_as_of(rec: Mapping[str, Any], coverage: StoryCoverage, end_ms: int,
+                  config: ScoreConfig = DEFAULT_SCORE_CONFIG) -> Mapping[str, Any]:
     """The record with its importance recomputed from its story as of ``end_ms`` (distinct
     publishers and tiers by then, the feed's reliability by then); unchanged when the record
     carries no components. The new components replace the old in the returned copy."""
-    return _rescored(rec, coverage.as_of(rec.get("story_id"), end_ms),
-                     coverage.reliability_of(rec.get("feed_id"), end_ms))
-
-
-def _rescored(
-    rec: Mapping[str, Any], cov: tuple[list[str], list[str]], reliability: float | None
-) -> Mapping[str, Any]:
-    pubs, tiers = cov
-    imp = rescore(rec, publishers=len(pubs), tiers=len(tiers), reliability=reliability)
+    pubs, tiers = coverage.as_of(rec.get("story_id"), end_ms)
+    imp = rescore(rec, publishers=len(pubs), tiers=len(tiers),
+                  reliability=coverage.reliability_of(rec.get("feed_id"), end_ms), config=config)
     if imp is None:
         return rec
     return {**rec, "importance": imp.score, "importance_components": dict(imp.components),

@@ -16,7 +16,6 @@ from typing import Any
 import feedparser
 import orjson
 
-from newsflow.config import Settings
 from newsflow.core.hashing import bytes_id, fingerprint, stable_id
 from newsflow.core.timeutil import ms_to_iso
 from newsflow.feeds.fastfeed import fast_parse
@@ -36,6 +35,34 @@ from newsflow.text.html import (
     sanitize_html,
     word_count,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizeConfig:
+    """Normalization knobs (built by ``newsflow.config``'s ``[normalize]`` section)."""
+
+    #: a date more than this far after the fetch time is not trusted (004: future-date gate)
+    future_tolerance_ms: int = 3_600_000
+    #: words per minute for reading time (000 Step 2)
+    reading_wpm: int = 238
+    #: "partialContent" when fewer words than this and the body ends in "..." / "[...]"
+    partial_max_words: int = 100
+    #: parse well-formed RSS 2.0/1.0/Atom with the C ElementTree fast path (identical output,
+    #: ~10x faster); anything unusual still goes through feedparser
+    fast_parse: bool = True
+    # bounds on bad input (issue 10): what is cut is flagged or dead-lettered, never dropped
+    #: largest feed body (bytes, inline or from a blob); larger -> dead letter ``payload_too_large``
+    max_payload_bytes: int = 16 * 1024 * 1024
+    #: items normalized per payload (feeds list newest first); the rest -> one dead letter
+    #: ``too_many_items`` with the count (a 50,000-item feed took 36 s / 1.3 GB uncapped)
+    max_items_per_payload: int = 2_000
+    #: longest item body used (chars of the raw HTML/text); longer is cut, record ``truncated``
+    max_item_body_chars: int = 100_000
+    #: original bytes kept in a dead letter (the rest is cut; ``original_size`` has the full size)
+    max_deadletter_original_bytes: int = 256 * 1024
+
+
+DEFAULT_NORMALIZE_CONFIG = NormalizeConfig()
 
 #: known category synonyms (normalized lowercase -> preferred form)
 CATEGORY_SYNONYMS = {
@@ -62,7 +89,7 @@ class NormalizeResult:
 
 #: longest title kept (chars); a longer one is cut and the record flagged ``truncated``
 MAX_TITLE_CHARS = 2_000
-#: original bytes kept in a dead letter by default (``Settings.max_deadletter_original_bytes``)
+#: original bytes kept in a dead letter by default (``NormalizeConfig.max_deadletter_original_bytes``)
 MAX_ORIGINAL_BYTES = 256 * 1024
 
 
@@ -264,7 +291,7 @@ def _entry_bytes(entry: Any) -> bytes:
 
 def normalize_entry(
     entry: Any, feed: Any, payload: RawPayload, feed_format: str, index: int, base: str | None,
-    settings: Settings, publisher: str,
+    settings: NormalizeConfig, publisher: str,
 ) -> Article | DeadLetter:
     raw_body = extract_body(entry).strip()
     truncated = len(raw_body) > settings.max_item_body_chars
@@ -375,7 +402,7 @@ def _context_fp(payload: RawPayload) -> bytes:
                                      payload.tier, payload.category, payload.language, payload.status]))
 
 
-def _reusable(a: Article, fetched_ms: int, settings: Settings) -> bool:
+def _reusable(a: Article, fetched_ms: int, settings: NormalizeConfig) -> bool:
     return not a.date_uncertain and a.published_ms <= fetched_ms + settings.future_tolerance_ms
 
 
@@ -384,7 +411,7 @@ def _restamp(a: Article, payload: RawPayload, index: int) -> Article:
                    item_index=index)
 
 
-def _restamp_result(prev: NormalizeResult, payload: RawPayload, settings: Settings) -> NormalizeResult | None:
+def _restamp_result(prev: NormalizeResult, payload: RawPayload, settings: NormalizeConfig) -> NormalizeResult | None:
     if not all(_reusable(a, payload.fetched_at_ms, settings) for a in prev.articles):
         return None
     if any(d.original_size is not None for d in prev.deadletters):  # ids hash the full original
@@ -401,13 +428,12 @@ def _entry_fp(entry: Any, feed_ctx: str) -> bytes:
     return fingerprint((feed_ctx + repr(entry)).encode("utf-8", "surrogatepass"))
 
 
-def normalize_payload(payload: RawPayload, settings: Settings | None = None,
+def normalize_payload(payload: RawPayload, settings: NormalizeConfig = DEFAULT_NORMALIZE_CONFIG,
                       memory: RepollMemory | None = None) -> NormalizeResult:
     """Parse one ``feeds.raw`` payload into articles and dead letters; never raises.
 
     With ``memory`` (the caller's per-feed state), unchanged payloads and unchanged items are
     recognised and re-stamped instead of parsed / normalized again (same output)."""
-    settings = settings or Settings()
     body = payload.body
     if memory is None or payload.status == 304 or not body:
         return _normalize_payload(payload, settings, None)
@@ -428,7 +454,7 @@ def normalize_payload(payload: RawPayload, settings: Settings | None = None,
 _ItemMemory = tuple[dict[bytes, Article], dict[bytes, Article], RepollMemory]
 
 
-def _normalize_payload(payload: RawPayload, settings: Settings, items: _ItemMemory | None) -> NormalizeResult:
+def _normalize_payload(payload: RawPayload, settings: NormalizeConfig, items: _ItemMemory | None) -> NormalizeResult:
     res = NormalizeResult()
     body = payload.body
     fid, fms = payload.feed_id, payload.fetched_at_ms

@@ -96,7 +96,7 @@ class Isolated(StatefulLogic[Any, Any, Any]):
 def isolated(stage: str, settings: Any, build: Callable[[Any], StatefulLogic[Any, Any, Any]]
              ) -> Callable[[Any], Isolated]:
     """A Bytewax builder for ``op.stateful`` whose logic is :class:`Isolated`."""
-    topic, cap = settings.topics.deadletter, settings.max_deadletter_original_bytes
+    topic, cap = settings.kafka.topics.deadletter, settings.normalize.max_deadletter_original_bytes
 
     def builder(resume: Any) -> Isolated:
         return Isolated(build(resume), stage, topic, cap)

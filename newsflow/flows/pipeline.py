@@ -45,7 +45,6 @@ from newsflow.dedup.exact import DedupShard, dedup_shard_key
 from newsflow.dedup.stories import StoryAssigner, StoryFeatures, featurize_batch
 from newsflow.dedup.story_state import StoryTracker
 from newsflow.digest.assemble import assemble_digest, digest_memory
-from newsflow.digest.config import DigestConfig
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import digest_entries
 from newsflow.digest.health import FeedHealthAccumulator
@@ -96,18 +95,18 @@ DIGESTS_KEY = "digests"
 
 
 def shard_keys(settings: Settings) -> list[str]:
-    return [f"dd{i:03d}" for i in range(settings.dedup_shards)]
+    return [f"dd{i:03d}" for i in range(settings.dedup.shards)]
 
 
 def story_keys(settings: Settings) -> list[str]:
-    return [f"st{i:02d}" for i in range(settings.story_shards)]
+    return [f"st{i:02d}" for i in range(settings.stories.shards)]
 
 
 def story_key(article: Article, settings: Settings) -> str:
     """Stories are kept per feed category (hashed into ``story_shards`` keys): a story rarely
     crosses categories, and measured on UCI, per-category assigners group *better* (B-cubed F1
     0.768 vs 0.755 with one assigner), so no key holds the whole window."""
-    return f"st{shard_of(article.category or '', settings.story_shards):02d}"
+    return f"st{shard_of(article.category or '', settings.stories.shards):02d}"
 
 
 def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], list[tuple[str, DedupOutput]]]:
@@ -135,6 +134,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         self.s = settings
         self.recovery = recovery
         self.keys = shard_keys(settings)
+        self.normalize_config = settings.normalize.to_config()
         #: poison messages: what each partition is parsing, on disk beside the recovery snapshots
         self.journals = InflightJournals(inflight_dir) if inflight_dir else None
         st = restore(STEP_PARSE, resume) if resume is not None else {}
@@ -151,23 +151,23 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             return self._item(seq, raw), StatefulLogic.RETAIN
         journal = self.journals.of(seq)
         crashes = journal.crashes(seq)
-        if crashes >= self.s.poison_after_crashes:
+        if crashes >= self.s.flow.poison_after_crashes:
             dl = make_deadletter("envelope", "poison_message",
                                  f"{crashes} runs died while parsing this message; it is not parsed again",
                                  raw, feed_id=None, fetched_ms=None, item_index=None,
-                                 max_original=self.s.max_deadletter_original_bytes)
+                                 max_original=self.s.normalize.max_deadletter_original_bytes)
             metrics.DEADLETTERS.labels("envelope", "poison_message").inc()
             journal.done(seq)
-            return [_dl_out(self.s.topics.deadletter, dl)], StatefulLogic.RETAIN
+            return [_dl_out(self.s.kafka.topics.deadletter, dl)], StatefulLogic.RETAIN
         journal.begin(seq)
         out = self._item(seq, raw)
         journal.done(seq)
         return out, StatefulLogic.RETAIN
 
     def _item(self, seq: str, raw: bytes) -> list[ParseOutput]:
-        t = self.s.topics
+        t = self.s.kafka.topics
         out: list[ParseOutput] = []
-        cap = self.s.max_deadletter_original_bytes
+        cap = self.s.normalize.max_deadletter_original_bytes
         try:
             payload = decode_raw(raw)
         except EnvelopeError as e:
@@ -178,7 +178,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             return out
         # one message with a bad clock must not move event time (a second feed confirms a gap)
         v = judge_fetched_at(payload.fetched_at_ms, payload.feed_id, self.wm, self.candidate,
-                             tolerance_ms=self.s.clock_jump_tolerance_ms, seq=seq, held=raw)
+                             tolerance_ms=self.s.flow.clock_jump_tolerance_ms, seq=seq, held=raw)
         self.candidate = v.candidate  # held in the snapshot until confirmed or discarded
         if v.discarded is not None:
             out.append(self._clock_deadletter(v.discarded))
@@ -197,29 +197,29 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
 
     def _clock_deadletter(self, c: JumpCandidate) -> Output:
         dl = make_deadletter("envelope", FUTURE_FETCHED_AT,
-                             f"fetched_at {ms_to_iso(c.fetched_ms)} is more than {self.s.clock_jump_tolerance_ms} ms "
+                             f"fetched_at {ms_to_iso(c.fetched_ms)} is more than {self.s.flow.clock_jump_tolerance_ms} ms "
                              f"ahead of the partition's event time {ms_to_iso(self.wm)}, and no other feed "
                              "confirmed the jump", c.held, feed_id=c.feed_id, fetched_ms=c.fetched_ms,
-                             item_index=None, max_original=self.s.max_deadletter_original_bytes)
+                             item_index=None, max_original=self.s.normalize.max_deadletter_original_bytes)
         metrics.DEADLETTERS.labels("envelope", FUTURE_FETCHED_AT).inc()
-        return _dl_out(self.s.topics.deadletter, dl)
+        return _dl_out(self.s.kafka.topics.deadletter, dl)
 
     def _payload(self, seq: str, raw: bytes, payload: RawPayload) -> list[ParseOutput]:
-        t = self.s.topics
+        t = self.s.kafka.topics
         out: list[ParseOutput] = []
         metrics.PAYLOADS.labels(str(payload.status)).inc()
         if payload.body_ref:
             try:
-                payload = resolve_body_ref(payload, self.s.blob_dir or None, self.s.max_payload_bytes)
+                payload = resolve_body_ref(payload, self.s.flow.blob_dir or None, self.s.normalize.max_payload_bytes)
             except BodyRefError as e:  # the dead letter holds the envelope, never the target's bytes
                 dl = make_deadletter("envelope", e.reason, f"{(payload.body_ref or '')[:300]}: {e}", raw,
                                      feed_id=payload.feed_id, fetched_ms=payload.fetched_at_ms, item_index=None)
                 metrics.DEADLETTERS.labels("envelope", e.reason).inc()
                 out.append(_dl_out(t.deadletter, dl))
         if payload.feed_id != TICK_FEED_ID:
-            res = normalize_payload(payload, self.s, self.repolls)
+            res = normalize_payload(payload, self.normalize_config, self.repolls)
             for a in res.articles:
-                out.append(ToShard(dedup_shard_key(a, self.s.dedup_shards),
+                out.append(ToShard(dedup_shard_key(a, self.s.dedup.shards),
                                    ParsedArticle(f"{seq}:{a.item_index:05d}", a)))
             for dl in res.deadletters:
                 metrics.DEADLETTERS.labels(dl.stage, dl.reason).inc()
@@ -237,10 +237,10 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         if payload.fetched_at_ms > self.wm:
             self.wm = payload.fetched_at_ms
             metrics.EVENT_TIME.labels(seq.split(":", 1)[0]).set(self.wm / 1000)
-            b = self.wm // self.s.tick_ms
+            b = self.wm // self.s.flow.tick_ms
             if b > self.bucket:
                 self.bucket = b
-                self.repolls.expire(self.wm, self.s.dedup_window_ms)
+                self.repolls.expire(self.wm, self.s.dedup.window_ms)
                 tick = Tick(f"{seq}:~", self.wm)  # cut after every item of this payload
                 out.extend(ToShard(k, tick) for k in self.keys)
         return out
@@ -263,7 +263,7 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput, Snapshot]):
         self.recovery = recovery
         st = restore(STEP_DEDUP, resume) if resume is not None else {}
         self.shard: DedupShard = (
-            st["shard"] if "shard" in st else DedupShard(settings.dedup_window_ms, settings.emit_repolls)
+            st["shard"] if "shard" in st else DedupShard(settings.dedup.window_ms, settings.dedup.emit_repolls)
         )
 
     def on_item(self, value: ShardInput) -> tuple[Iterable[DedupOutput], bool]:
@@ -288,11 +288,13 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
     def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool) -> None:
         self.s = settings
         self.recovery = recovery
+        self.story_config = settings.stories.to_config()
+        self.score_config = settings.scoring.to_config()
         st = restore(STEP_STORIES, resume) if resume is not None else {}
         # (explicit membership tests: an empty aligner is falsy but its tick counts matter)
-        self.aligner: Aligner = st["aligner"] if "aligner" in st else Aligner(settings.dedup_shards)
-        self.assigner: StoryAssigner = st["assigner"] if "assigner" in st else StoryAssigner()
-        self.topics: OnlineTopics = st["topics"] if "topics" in st else OnlineTopics()
+        self.aligner: Aligner = st["aligner"] if "aligner" in st else Aligner(settings.dedup.shards)
+        self.assigner: StoryAssigner = st["assigner"] if "assigner" in st else StoryAssigner(self.story_config)
+        self.topics: OnlineTopics = st["topics"] if "topics" in st else OnlineTopics(settings.topics.to_config())
         self.reliability: dict[str, float] = st.get("reliability", {})
         self.tiers: dict[str, set[str]] = st.get("tiers", {})
         self.tracker: StoryTracker = st["tracker"] if "tracker" in st else StoryTracker(self.assigner.config.window_ms)
@@ -314,7 +316,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         """Items released in input order -> health reports and scored article records."""
         out: list[StoryOutput] = []
         arts = [x.article for x in items if isinstance(x, Deduped)]
-        feats = iter(featurize_batch(arts)) if arts else iter(())
+        feats = iter(featurize_batch(arts, self.story_config)) if arts else iter(())
         recs: list[tuple[JsonRecord, str]] = []
         for x in items:
             if isinstance(x, HealthReport):
@@ -327,7 +329,8 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
             recs.append((self._story(x, next(feats)), story_key(x.article, self.s)))
         if recs:
             # now = each record's fetch time
-            fields = annotate([r for r, _ in recs], None, self.topics, reliability=self.reliability)
+            fields = annotate([r for r, _ in recs], None, self.topics, self.score_config,
+                              reliability=self.reliability)
             for (rec, key), f in zip(recs, fields, strict=True):
                 rec.update(f)
                 rec["topic_id"] = f"{key}/{rec['topic_id']}"  # topics are per story shard
@@ -386,8 +389,9 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
         self.s = settings
         self.profile_types = {p.name: set(p.digests) for p in (profiles.with_digests if profiles else ())}
         self.recovery = recovery
-        self.schedule = settings.digest_schedule()
-        self.config = DigestConfig(time_basis="fetched")
+        self.schedule = settings.digests.schedule()
+        self.config = settings.digests.to_config()
+        self.score_config = settings.scoring.to_config()  # scores follow the story at digest time
         st = restore(STEP_DIGESTS, resume) if resume is not None else {}
         self.buckets: dict[int, list[JsonRecord]] = st.get("buckets", {})
         self.health: dict[int, list[JsonRecord]] = st.get("health", {})
@@ -427,7 +431,7 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
             return (), StatefulLogic.RETAIN
         if msg.watermark > self.source_wm.get(value.shard, -1):
             self.source_wm[value.shard] = msg.watermark
-        if len(self.source_wm) < self.s.story_shards:
+        if len(self.source_wm) < self.s.stories.shards:
             return (), StatefulLogic.RETAIN
         wm = min(self.source_wm.values())
         if self.wm is not None and wm <= self.wm:
@@ -513,7 +517,7 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
                 acc.add(h)
         d = assemble_digest(recs, w, schedule=self.schedule, previous=self.previous.get(memory),
                             feed_health=acc.summary(), config=self.config, final=final,
-                            coverage=self.coverage)
+                            coverage=self.coverage, score_config=self.score_config)
         if profile is not None:
             rel = {r["article_id"]: r["importance_components"]["relevance"] for r in recs
                    if isinstance(r.get("importance_components"), dict)}
@@ -521,7 +525,7 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
         if final:
             self.previous[memory] = digest_memory(d)
         metrics.DIGESTS.labels(w.digest_type).inc()
-        return Output(self.s.topics.digests, d["digest_id"].encode(), dumps(d))
+        return Output(self.s.kafka.topics.digests, d["digest_id"].encode(), dumps(d))
 
     def _expire(self) -> None:
         assert self.wm is not None
@@ -586,8 +590,8 @@ def newsflow_steps(
                               isolated("stories", settings, lambda r: StoriesLogic(settings, r, recovery)))
     stories_split = op.branch("split_stories", stories_all, lambda kv: isinstance(kv[1], Output))
     storied = stories_split.falses
-    articles = op.filter_map("article_outputs", storied, _article_output(settings.topics.articles))
-    stories = op.filter_map("story_outputs", storied, _story_output(settings.topics.stories))
+    articles = op.filter_map("article_outputs", storied, _article_output(settings.kafka.topics.articles))
+    stories = op.filter_map("story_outputs", storied, _story_output(settings.kafka.topics.stories))
     to_digests = op.filter_map("to_digests", storied, lambda kv: None if isinstance(kv[1], StoryUpdate)
                                else (DIGESTS_KEY, FromShard(kv[0], kv[1])))
     extra: list[Stream[Output]] = []
@@ -612,17 +616,17 @@ def output_guard(settings: Settings) -> Callable[[Output], list[Output]]:
     """Last check before the sinks: every record fits ``max_record_bytes`` (articles are cut
     and flagged) and, with ``validate_outputs``, matches its topic schema; otherwise it becomes
     a ``sink`` dead letter (``record_too_large`` / ``schema_violation``), never a bad record."""
-    t = settings.topics
+    t = settings.kafka.topics
     schemas = {t.articles: "articles", t.digests: "digests", t.feed_health: "feed-health", t.deadletter: "deadletter",
                t.stories: "stories"}
 
     def guard(o: Output) -> list[Output]:
-        c = check_record(schemas[o.topic], o.value, max_bytes=settings.max_record_bytes,
-                         validate_schema=settings.validate_outputs)
+        c = check_record(schemas[o.topic], o.value, max_bytes=settings.flow.max_record_bytes,
+                         validate_schema=settings.flow.validate_outputs)
         if c.value is not None:
             return [o if c.value is o.value else Output(o.topic, o.key, c.value)]
         dl = make_deadletter("sink", c.reason or "schema_violation", c.detail, o.value, feed_id=None,
-                             fetched_ms=None, max_original=settings.max_deadletter_original_bytes)
+                             fetched_ms=None, max_original=settings.normalize.max_deadletter_original_bytes)
         metrics.DEADLETTERS.labels("sink", dl.reason).inc()
         return [_dl_out(t.deadletter, dl)]
 
@@ -647,7 +651,7 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
         profiles = profiles or ProfilesConfig()
     outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles,
                           inflight_dir=inflight_dir)
-    t = settings.topics
+    t = settings.kafka.topics
     topics = [t.articles, t.digests, t.feed_health, t.deadletter, t.stories]
     op.output("files_out", op.map("to_files", outs, lambda o: (o.topic, o.value)), JsonlTopicSink(out_dir, topics))
     return flow
@@ -659,12 +663,12 @@ def kafka_flow(
     inflight_dir: str | None = None,
 ) -> Dataflow:
     """``feeds.raw`` on Kafka -> the output topics on Kafka. Event time ticks every
-    ``live_tick_ms`` (live latency); a replay of the same topic gives the same records. With
+    ``flow.live_tick_seconds`` (live latency); a replay of the same topic gives the same records. With
     ``profiles``, the ``interactions`` topic is a second input and profiles learn from it."""
     from newsflow.connectors.kafka import kafka_interactions_input, kafka_outputs, kafka_raw_input
 
     settings = settings or Settings()
-    settings = replace(settings, tick_ms=settings.live_tick_ms)
+    settings = settings.model_copy(update={"flow": settings.flow.live()})
     flow = Dataflow("newsflow_kafka")
     keyed = kafka_raw_input(flow, brokers, settings, tail=tail, add_config=add_config)
     ix, n_ix = None, 1

@@ -78,7 +78,7 @@ def profile_key(name: str) -> str:
 def _dl(settings: Settings, reason: str, detail: str, raw: bytes, at_ms: int | None) -> Output:
     dl = make_deadletter("interactions", reason, detail, raw, feed_id=None, fetched_ms=at_ms)
     metrics.DEADLETTERS.labels("interactions", reason).inc()
-    return Output(settings.topics.deadletter, dl.dl_id.encode(), dumps(deadletter_to_dict(dl)))
+    return Output(settings.kafka.topics.deadletter, dl.dl_id.encode(), dumps(deadletter_to_dict(dl)))
 
 
 # ---------------------------------------------------------------- interactions input
@@ -111,7 +111,7 @@ class InteractionsLogic(StatefulLogic[tuple[str, bytes], InteractionsOutput, Sna
         out.append(ix)
         if ix.at_ms > self.wm:
             self.wm = ix.at_ms
-            b = self.wm // self.s.tick_ms
+            b = self.wm // self.s.flow.tick_ms
             if b > self.bucket:
                 self.bucket = b
                 out.append(InteractionClock(self.partition, self.wm))
@@ -157,7 +157,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         spec = self.profiles.get(name)
         assert spec is not None, name
         self.spec = spec
-        sched = self.s.digest_schedule()
+        sched = self.s.digests.schedule()
         self.schedule = replace(sched, types=tuple(t for t in sched.types if t.name in spec.digests))
         if self.state is None:
             self.state = ProfileState.from_spec(spec)
@@ -203,7 +203,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
 
     def _advance(self) -> list[ProfileOutput]:
         assert self.spec is not None, "bound on the first item"
-        if len(self.shard_wm) < self.s.story_shards or len(self.ix_wm) < self.ix_partitions:
+        if len(self.shard_wm) < self.s.stories.shards or len(self.ix_wm) < self.ix_partitions:
             return []
         c = min(min(self.shard_wm.values()), min(self.ix_wm.values()))
         if self.clock is not None and c <= self.clock:

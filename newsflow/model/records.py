@@ -99,7 +99,7 @@ class Article:
     language: str | None
     category: str | None  # the feed's category from the registry
     item_index: int  # position in its feed document
-    truncated: bool = False  # the body was cut to Settings.max_item_body_chars
+    truncated: bool = False  # the body was cut to normalize.max_item_body_chars
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ __all__ = ["EnvelopeError", "decode_raw", "encode_raw", "story_record"]
 if TYPE_CHECKING:
     from newsflow.dedup.story_state import StoryView
 
-#: largest accepted envelope (bytes of JSON): a body of ``Settings.max_payload_bytes`` (16 MiB)
+#: largest accepted envelope (bytes of JSON): a body of ``normalize.max_payload_bytes`` (16 MiB)
 #: as base64 plus headers; anything larger is dead-lettered before it is parsed
 MAX_ENVELOPE_BYTES = 16 * 1024 * 1024 * 4 // 3 + 65_536
 

@@ -9,6 +9,14 @@ from typing import Any
 import orjson
 from jsonschema import Draft202012Validator
 
+from newsflow.model.records import (
+    ARTICLE_SCHEMA_VERSION,
+    DEADLETTER_SCHEMA_VERSION,
+    DIGEST_SCHEMA_VERSION,
+    FEED_HEALTH_SCHEMA_VERSION,
+    RAW_SCHEMA_VERSION,
+)
+
 #: the topic contracts: the top-level ``schemas/`` directory, shipped inside the package
 #: (``newsflow/wire/schemas`` is a link to it; wheels carry a copy)
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
@@ -21,6 +29,29 @@ TOPIC_SCHEMAS = {
     "interactions": "interactions.v1.json",
     "stories": "stories.v1.json",
 }
+
+
+#: topic role (a key of ``[kafka.topics]``) -> (schema name, schema version): what the
+#: ``schema`` / ``schema_version`` headers of every produced message say
+ROLE_SCHEMAS: dict[str, tuple[str, int]] = {
+    "raw": ("feeds.raw", RAW_SCHEMA_VERSION),
+    "articles": ("articles", ARTICLE_SCHEMA_VERSION),
+    "digests": ("digests", DIGEST_SCHEMA_VERSION),
+    "feed_health": ("feed-health", FEED_HEALTH_SCHEMA_VERSION),
+    "deadletter": ("deadletter", DEADLETTER_SCHEMA_VERSION),
+    "interactions": ("interactions", 1),  # produced by reader apps (newsflow.wire.codec)
+    "stories": ("stories", 1),
+}
+CONTENT_TYPE = b"application/json"
+
+
+@functools.cache
+def headers_for(role: str) -> tuple[tuple[str, bytes], ...]:
+    """Kafka headers of a message of the topic role ``role``: ``schema``, ``schema_version``,
+    ``content-type`` (consumers can route or skip without parsing the value)."""
+    name, version = ROLE_SCHEMAS[role]
+    return (("schema", name.encode()), ("schema_version", str(version).encode()),
+            ("content-type", CONTENT_TYPE))
 
 
 @functools.cache

@@ -1,0 +1,315 @@
+"""The configuration tree: defaults = the pure packages' dataclasses, strict errors that name the
+key or variable, sources, and the configured objects reaching every step."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import orjson
+import pytest
+
+from newsflow.clustering.topics import TopicConfig
+from newsflow.config import (
+    ConfigError,
+    KafkaSettings,
+    Settings,
+    StorySettings,
+    leaf_paths,
+    load_settings,
+    load_with_sources,
+    read_config_file,
+    show,
+)
+from newsflow.connectors.http_fetch import FetchConfig
+from newsflow.connectors.poller import PollerConfig
+from newsflow.core.timeutil import iso_to_ms
+from newsflow.dedup.stories import PRESETS, TUNED
+from newsflow.digest.config import DigestConfig
+from newsflow.feeds.normalize import NormalizeConfig
+from newsflow.flows.pipeline import DigestsLogic, ParseLogic, StoriesLogic
+from newsflow.polling.state import PollPolicy
+from newsflow.scoring.importance import ScoreConfig
+
+NEWSFLOW = [sys.executable, "-m", "newsflow.cli.main"]
+
+
+def cfg(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "newsflow.toml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def error_of(path: Path | None = None, env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env or {})
+    return str(e.value)
+
+
+# ------------------------------------------------------------------ defaults
+def test_defaults_are_the_pure_packages_defaults() -> None:
+    s = Settings()
+    assert s.stories.to_config() == TUNED
+    assert s.scoring.to_config() == ScoreConfig()
+    assert s.topics.to_config() == TopicConfig()
+    assert s.digests.to_config() == DigestConfig(time_basis="fetched")  # the flow's basis
+    assert s.normalize.to_config() == NormalizeConfig()
+    assert s.poller_config() == PollerConfig()
+    assert s.poller.to_config().fetch == FetchConfig() and s.poller.to_config().policy == PollPolicy()
+    assert (s.dedup.window_ms, s.dedup.shards, s.stories.shards, s.flow.tick_ms) == (72 * 3_600_000, 64, 8, 60_000)
+    assert load_settings(None, {}) == s
+
+
+def test_story_presets_are_the_stories_package_presets() -> None:
+    from typing import get_args
+
+    assert set(get_args(StorySettings.model_fields["preset"].annotation)) == set(PRESETS)
+    for name, preset in PRESETS.items():
+        assert StorySettings(preset=name).to_config() == preset
+
+
+def test_settings_constructor_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NEWSFLOW_DEDUP__SHARDS", "3")
+    assert Settings().dedup.shards == 64
+    assert load_settings().dedup.shards == 3
+
+
+def test_every_key_of_a_file_and_nested_env_vars(tmp_path: Path) -> None:
+    p = cfg(tmp_path, """
+[dedup]
+window_hours = 48
+[stories]
+preset = "seed"
+story_threshold = 0.1
+[scoring.weights]
+authority = 0.3
+recency = 0.15
+[scoring.tier_scores]
+T5 = 10.0
+[digests]
+tz = "Europe/Berlin"
+[poller.fetch]
+timeout_s = 5
+retry_backoff_s = [0.5, 1.5]
+[kafka]
+brokers = "a:1,b:2"
+[kafka.topics]
+raw = "raw.test"
+""")
+    s, src = load_with_sources(p, {"NEWSFLOW_DEDUP__WINDOW_HOURS": "24", "NEWSFLOW_DIGESTS__ROLLING_MINUTES": "30",
+                                    "NEWSFLOW_POLLER__POLICY__TRANSIENT_STATUSES": "[500, 503]"})
+    assert s.dedup.window_ms == 24 * 3_600_000  # env beats file
+    assert src["dedup.window_hours"] == "env NEWSFLOW_DEDUP__WINDOW_HOURS"
+    assert src["digests.tz"] == f"file {p}" and src["dedup.shards"] == "default"
+    assert src["stories.use_entity_layer"] == "preset seed"
+    story = s.stories.to_config()
+    assert story.name == "seed" and story.story_threshold == 0.1
+    assert story.use_entity_layer == PRESETS["seed"].use_entity_layer and not story.story_match
+    score = s.scoring.to_config()
+    assert score.weights == (0.3, 0.15, 0.2, 0.2, 0.15) and score.tier_scores["T5"] == 10.0
+    assert score.tier_scores["T1"] == 95.0
+    sched = s.digests.schedule()
+    assert sched.tz == "Europe/Berlin" and sched.type("rolling").every_minutes == 30
+    pc = s.poller_config()
+    assert pc.fetch.timeout_s == 5.0 and pc.fetch.retry_backoff_s == (0.5, 1.5)
+    assert pc.policy.transient_statuses == frozenset({500, 503})
+    assert pc.topics.raw == "raw.test" and s.kafka.brokers == ["a:1", "b:2"]
+    text = show(s, src)
+    assert "window_hours = 24.0  # env NEWSFLOW_DEDUP__WINDOW_HOURS" in text
+    assert f'tz = "Europe/Berlin"  # file {p}' in text and "[poller.fetch]" in text
+    assert Settings.model_validate(tomllib.loads(text)) == s  # the output is the same config as TOML
+
+
+# ------------------------------------------------------------------ strict errors
+def test_unknown_key_is_named_with_a_suggestion(tmp_path: Path) -> None:
+    msg = error_of(cfg(tmp_path, "dedup_windw_ms = 5\n"))
+    assert "unknown key 'dedup_windw_ms'" in msg and "dedup.window_hours" in msg
+    msg = error_of(cfg(tmp_path, "[dedup]\nshard = 5\n"))
+    assert "unknown key 'dedup.shard'" in msg and "'dedup.shards'" in msg
+
+
+def test_old_flat_key_says_where_it_went(tmp_path: Path) -> None:
+    assert "unknown key 'dedup_shards': it is now dedup.shards" in error_of(cfg(tmp_path, "dedup_shards = 64\n"))
+
+
+def test_wrong_type_in_the_file_is_not_coerced(tmp_path: Path) -> None:
+    msg = error_of(cfg(tmp_path, '[dedup]\nshards = "64"\n'))
+    assert "dedup.shards = '64'" in msg and "valid integer" in msg
+    assert "dedup.emit_repolls" in error_of(cfg(tmp_path, '[dedup]\nemit_repolls = "yes"\n'))
+
+
+def test_invalid_values_ranges_and_time_zones(tmp_path: Path) -> None:
+    msg = error_of(cfg(tmp_path, '[digests]\ntz = "Mars/Olympus"\n'))
+    assert "digests.tz = 'Mars/Olympus'" in msg and "unknown time zone" in msg
+    assert "greater than or equal to 1" in error_of(cfg(tmp_path, "[dedup]\nshards = 0\n"))
+    assert "power of two" in error_of(cfg(tmp_path, "[topics]\ndim = 48\n"))
+    assert "sum to 1" in error_of(cfg(tmp_path, "[scoring.weights]\nauthority = 0.9\n"))
+    assert "unknown tier" in error_of(cfg(tmp_path, "[scoring.tier_scores]\nT9 = 5.0\n"))
+    assert "HOST:PORT" in error_of(cfg(tmp_path, '[kafka]\nbrokers = ["nohost"]\n'))
+    assert "exceeds num_perm" in error_of(cfg(tmp_path, "[stories]\nlsh_bands = 64\n"))
+    assert "stories.preset" in error_of(cfg(tmp_path, '[stories]\npreset = "best"\n'))
+
+
+def test_unknown_and_bad_environment_variables_are_named() -> None:
+    msg = error_of(env={"NEWSFLOW_DEDUP_WINDOW": "24"})
+    assert "unknown environment variable NEWSFLOW_DEDUP_WINDOW" in msg and "NEWSFLOW_DEDUP__WINDOW_HOURS" in msg
+    msg = error_of(env={"NEWSFLOW_DEDUP__SHARDS": "many"})
+    assert msg.startswith("NEWSFLOW_DEDUP__SHARDS='many'") and "dedup.shards" in msg
+    assert "NEWSFLOW_DIGESTS__TZ='Mars/Olympus'" in error_of(env={"NEWSFLOW_DIGESTS__TZ": "Mars/Olympus"})
+    assert "not JSON" in error_of(env={"NEWSFLOW_POLLER__FETCH__RETRY_BACKOFF_S": "1,2"})
+    # variables that are not configuration keys are left alone
+    assert load_settings(None, {"NEWSFLOW_SHARED": "/x", "NEWSFLOW_INPUT": "a", "OTHER": "1"}) == Settings()
+
+
+def test_file_problems_are_config_errors(tmp_path: Path) -> None:
+    assert "not found" in error_of(tmp_path / "missing.toml")
+    assert "invalid TOML" in error_of(cfg(tmp_path, "[dedup\n"))
+    with pytest.raises(ConfigError):
+        read_config_file(tmp_path)  # a directory
+
+
+# ------------------------------------------------------------------ configured objects reach the steps
+def test_every_step_gets_its_configured_objects() -> None:
+    s = Settings.model_validate({
+        "normalize": {"reading_wpm": 100}, "stories": {"preset": "seed", "shards": 2},
+        "scoring": {"lam": 0.1}, "topics": {"n_clusters": 4, "dim": 32},
+        "digests": {"tz": "America/New_York", "min_importance": 30.0},
+    })
+    assert ParseLogic(s, None, False).normalize_config.reading_wpm == 100
+    stories = StoriesLogic(s, None, False)
+    assert stories.assigner.config == s.stories.to_config() and stories.assigner.config.name == "seed"
+    assert stories.topics.config == TopicConfig(n_clusters=4, dim=32)
+    assert stories.score_config.lam == 0.1
+    digests = DigestsLogic(s, None, False)
+    assert digests.config.min_importance == 30.0 and digests.schedule.tz == "America/New_York"
+
+
+def test_demo_honours_config_file_and_env(tmp_path: Path) -> None:
+    p = cfg(tmp_path, '[digests]\ntz = "America/New_York"\n')
+    out = tmp_path / "out"
+    env = {"PATH": "/usr/bin:/bin", "NEWSFLOW_DIGESTS__ROLLING_MINUTES": "120"}
+    r = subprocess.run([*NEWSFLOW, "demo", "--config", str(p), "--out", str(out)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    digests = [orjson.loads(x) for x in (out / "digests.jsonl").read_bytes().splitlines()]
+    assert {d["timezone"] for d in digests} == {"America/New_York"}
+    rolling = [d for d in digests if d["digest_type"] == "rolling"]
+    # 120-minute rolling windows (the default is 60)
+    assert rolling and all(iso_to_ms(d["window_end"]) - iso_to_ms(d["window_start"]) == 120 * 60_000
+                           for d in rolling)
+    assert {orjson.loads(x)["schema"] for x in (out / "articles.jsonl").read_bytes().splitlines()} == {"articles"}
+
+
+def test_entry_points_read_newsflow_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from newsflow.flows import entry
+
+    monkeypatch.setenv("NEWSFLOW_CONFIG", str(cfg(tmp_path, '[kafka]\nbrokers = ["h:9"]\n[dedup]\nshards = 4\n')))
+    s = entry._settings()
+    assert s.kafka.brokers == ["h:9"] and s.dedup.shards == 4
+
+
+# ------------------------------------------------------------------ CLI manners
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*NEWSFLOW, *args], capture_output=True, text=True, timeout=timeout,
+                          env={"PATH": "/usr/bin:/bin", **(env or {})})
+
+
+def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("newsflow: error: ")
+    return lines[0]
+
+
+def test_version() -> None:
+    from newsflow import __version__
+
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"newsflow {__version__}"
+
+
+def test_user_errors_are_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    bad = cfg(tmp_path, '[dedup]\nshards = "64"\n')
+    assert "not found" in one_line_error(run_cli("demo", "--input", str(tmp_path / "nope.jsonl")))
+    assert "holds no *.jsonl" in one_line_error(run_cli("demo", "--input", str(tmp_path / "empty")))
+    assert "config file" in one_line_error(run_cli("demo", "--config", str(tmp_path / "nope.toml")))
+    assert "dedup.shards = '64'" in one_line_error(run_cli("run", "--config", str(bad)))
+    assert "Mars/Olympus" in one_line_error(run_cli("config", "show", env={"NEWSFLOW_DIGESTS__TZ": "Mars/Olympus"}))
+    assert "NEWSFLOW_DEDUP_WINDOW" in one_line_error(run_cli("demo", env={"NEWSFLOW_DEDUP_WINDOW": "5"}))
+    assert "not found" in one_line_error(run_cli("normalize", str(tmp_path / "nope.xml")))
+    assert "not found" in one_line_error(run_cli("digest", "render", str(tmp_path / "nope.jsonl")))
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = int(s.getsockname()[1])
+    s.close()
+    return port
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_unreachable_broker_is_one_line_within_the_timeout(how: str) -> None:
+    port = closed_port()
+    args = ["run", "--brokers", f"127.0.0.1:{port}"]
+    env = {}
+    if how == "flag":
+        args += ["--broker-timeout", "2"]
+    else:
+        env = {"NEWSFLOW_KAFKA__TIMEOUT_S": "2"}
+    t0 = time.monotonic()
+    r = run_cli(*args, env=env)
+    elapsed = time.monotonic() - t0
+    line = one_line_error(r)
+    assert f"127.0.0.1:{port} unreachable after 2 s" in line
+    assert elapsed < 2 + 20  # the timeout plus interpreter start-up on a busy machine
+    assert KafkaSettings().timeout_s <= 15
+
+
+def test_every_command_has_an_example_in_its_help() -> None:
+    import argparse
+
+    from newsflow.cli.main import build_parser
+
+    def walk(p: argparse.ArgumentParser, name: str) -> list[tuple[str, argparse.ArgumentParser]]:
+        out = [(name, p)]
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for n, sp in a.choices.items():
+                    out += walk(sp, f"{name} {n}")
+        return out
+
+    parsers = walk(build_parser(), "newsflow")
+    assert len(parsers) >= 12
+    for name, p in parsers:
+        assert p.epilog and "example" in p.epilog and "newsflow" in p.epilog, name
+
+
+def test_shipped_example_config_lists_every_default() -> None:
+    example = Path(__file__).resolve().parents[1] / "config" / "newsflow.toml"
+    assert load_settings(example, {}) == Settings()
+    # uncommented, every key is valid and is the default (user_agent depends on versions)
+    lines = [ln[2:] if ln.startswith("# ") and " = " in ln and "(unset)" not in ln and "user_agent" not in ln
+             else ln for ln in example.read_text(encoding="utf-8").splitlines()]
+    uncommented = tomllib.loads("\n".join(lines))
+    assert Settings.model_validate(uncommented, strict=False) == Settings()
+    leaves = set(leaf_paths(Settings()))
+    keys = {f"{t}.{k}" for t, tbl in _tables(uncommented) for k in tbl}
+    keys = {next((leaf for leaf in leaves if k.startswith(leaf + ".")), k) for k in keys}  # tables as values
+    unset = {"scoring.interests", "digests.n_topics", "poller.blob_dir", "poller.fetch.accept_language",
+             "poller.fetch.user_agent"}  # unset, or an empty table
+    assert keys | unset == leaves  # every key is in the example
+
+
+def _tables(d: dict, prefix: str = "") -> list[tuple[str, dict]]:
+    out = [(prefix.rstrip("."), {k: v for k, v in d.items() if not isinstance(v, dict)})]
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out += _tables(v, f"{prefix}{k}.")
+    return out
