@@ -16,7 +16,8 @@ from newsflow.feeds.normalize import RepollMemory, normalize_payload
 from newsflow.model.records import RawPayload
 from newsflow.wire.codec import decode_raw
 
-S = Settings()
+SETTINGS = Settings()
+S = SETTINGS.normalize.to_config()  # what the parse step passes
 HOUR = 3_600_000
 REAL = "data/real-feeds/npr-ars-wgrz_2026-02_08.feeds.raw.jsonl.gz"
 
@@ -85,9 +86,9 @@ def test_memory_expires_on_event_time() -> None:
     m = RepollMemory()
     t0 = 1_772_431_200_000
     normalize_payload(poll(feed(item(1)), t0), S, m)
-    m.expire(t0 + 71 * HOUR, S.dedup_window_ms)
+    m.expire(t0 + 71 * HOUR, SETTINGS.dedup.window_ms)
     assert "f1" in m.feeds
-    m.expire(t0 + 73 * HOUR, S.dedup_window_ms)
+    m.expire(t0 + 73 * HOUR, SETTINGS.dedup.window_ms)
     assert not m.feeds
 
 
