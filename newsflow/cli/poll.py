@@ -175,17 +175,28 @@ def cmd_import_opml(args: argparse.Namespace) -> int:
     try:
         text = Path(args.file).read_bytes()
         existing = load_registry(args.registry).feeds if args.registry and Path(args.registry).exists() else ()
+        rejected: list[tuple[str, str]] = []
         new = import_opml(text, default_tier=args.tier, default_language=args.language,
-                          existing_ids=[f.id for f in existing])
+                          existing_ids=[f.id for f in existing], rejected=rejected)
     except (OSError, RegistryError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    for url, why in rejected:
+        print(f"skipped {url}: {why}", file=sys.stderr)
     if not args.registry:
         sys.stdout.write(dump_registry(new, header=f"imported from {Path(args.file).name}"))
         return 0
     merged, added = merge_feeds(list(existing), new)
-    Path(args.registry).write_text(dump_registry(merged, header="newsflow feed registry"), encoding="utf-8")
-    print(f"{added} feeds added, {len(new) - added} already present -> {args.registry}")
+    fresh = merged[len(existing):]
+    path = Path(args.registry)
+    if path.exists():  # append: the user's [defaults], comments and order stay as they are
+        old = path.read_text(encoding="utf-8")
+        sep = "" if old.endswith("\n") or not old else "\n"
+        block = dump_registry(fresh, header=f"imported from {Path(args.file).name}") if fresh else ""
+        path.write_text(old + sep + ("\n" + block if block else ""), encoding="utf-8")
+    else:
+        path.write_text(dump_registry(merged, header="newsflow feed registry"), encoding="utf-8")
+    print(f"{added} feeds added, {len(new) - added} already present, {len(rejected)} refused -> {args.registry}")
     return 0
 
 

@@ -297,8 +297,15 @@ def import_opml(
     default_tier: str = DEFAULT_TIER,
     default_language: str | None = None,
     existing_ids: Iterable[str] = (),
+    rejected: list[tuple[str, str]] | None = None,
 ) -> list[FeedSpec]:
     """Feeds of an OPML subscription list.
+
+    Only http(s) feeds are imported: ``feed://host/x`` and ``feed:https://host/x`` (the
+    pseudo-scheme some readers export) become ``http://host/x`` / ``https://host/x``; any other
+    scheme (``javascript:``, ``data:``, ``file:`` ...) is refused and, with ``rejected``, listed
+    there as ``(url, reason)``. Nested folders keep their path as the category
+    (``News/World``) unless the outline has its own ``category``.
 
     Every ``outline`` with an ``xmlUrl`` is a feed (any nesting); the category is the outline's
     own ``category`` attribute (first entry, leading ``/`` dropped) or the text of the nearest
@@ -334,8 +341,14 @@ def import_opml(
             if url is None and (_attr(child, "type") or "").lower() in ("rss", "atom", "feed"):
                 url = _attr(child, "url")
             title = _attr(child, "title", "text")
-            if not url:
-                walk(child, title or category)
+            if not url:  # a folder: its path is the category of the feeds inside
+                walk(child, f"{category}/{title}" if category and title else (title or category))
+                continue
+            url = _opml_feed_url(url)
+            scheme = urlsplit(url).scheme.lower() if "://" in url or ":" in url else ""
+            if scheme not in ("http", "https"):
+                if rejected is not None:
+                    rejected.append((url, f"scheme {scheme or 'missing'!r} is not http(s)"))
                 continue
             if url in seen_urls:
                 continue
@@ -364,6 +377,21 @@ def import_opml(
 
     walk(body, None)
     return out
+
+
+def _opml_feed_url(url: str) -> str:
+    """``feed://h/x`` -> ``http://h/x``; ``feed:https://h/x`` -> ``https://h/x``.
+
+    >>> _opml_feed_url("feed://example.com/rss"), _opml_feed_url("feed:https://example.com/rss")
+    ('http://example.com/rss', 'https://example.com/rss')
+    """
+    u = url.strip()
+    low = u.lower()
+    if low.startswith("feed://"):
+        return "http://" + u[7:]
+    if low.startswith("feed:http://") or low.startswith("feed:https://"):
+        return u[5:]
+    return u
 
 
 def export_opml(feeds: Iterable[FeedSpec], title: str = "newsflow feeds") -> str:
