@@ -12,7 +12,8 @@ from typing import Any, cast
 
 import numpy as np
 import xxhash
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from newsflow.text.stopwords import ENGLISH_STOP_WORDS
 
 # --------------------------------------------------------------------------------------
 # Text analysis shared by scoring, topics and digests
