@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from newsflow.cli.digest import main as digest_cli
+from newsflow.cli.main import main as digest_cli
 from newsflow.core.timeutil import HOUR_MS
 from newsflow.digest.assemble import assemble_digest, digest_memory
 from newsflow.digest.render import safe_url, to_html, to_markdown

@@ -82,14 +82,3 @@ def register(subparsers: Any) -> None:
     r.add_argument("--out", default=None, help="output path (default: stdout)")
     r.add_argument("--digest-id", default=None, help="which digest (default: the last one)")
     r.set_defaults(func=cmd_render)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="newsflow")
-    register(ap.add_subparsers(dest="cmd", required=True))
-    args = ap.parse_args(argv)
-    return int(args.func(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

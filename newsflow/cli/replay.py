@@ -22,7 +22,6 @@ records and the same report, byte for byte.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import threading
 import time
@@ -189,14 +188,3 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, default=1, help="worker threads (same output for any number)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="newsflow")
-    register(ap.add_subparsers(dest="cmd", required=True))
-    args = ap.parse_args(argv)
-    return int(args.func(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
