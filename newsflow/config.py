@@ -94,6 +94,10 @@ class FlowSettings(Section):
     live_tick_seconds: float = Field(1.0, gt=0, le=86_400)
     #: worker threads (``run``) / workers (``demo``)
     workers: int = Field(1, ge=1, le=256)
+    #: input partitions of a file replay (feeds split between them, balanced by bytes): the
+    #: parse step runs one per partition, so this bounds how many workers parse in parallel.
+    #: Outputs depend on it (the merge order), never on the number of workers or processes
+    file_partitions: int = Field(4, ge=1, le=256)
     #: Bytewax epoch: how often state is snapshotted (with recovery) and sinks flushed
     epoch_seconds: float = Field(5.0, gt=0, le=3600)
     # bounds on bad input at the flow's edges (issue 10)

@@ -152,3 +152,26 @@ def test_two_worker_processes_give_the_same_records(demo_archive: Path, outputs:
                    env=env, check=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
     for t in TOPICS:
         assert sorted((tmp_path / "p2" / f"{t}.jsonl").read_bytes().splitlines()) == sorted(outputs[t]), t
+
+
+def test_the_archive_splits_by_feed_into_partitions_that_each_end_with_a_marker(demo_archive: Path) -> None:
+    from newsflow.connectors.files import END_OF_PARTITION, RawArchiveSource, line_feed, partition_of
+
+    src = RawArchiveSource(demo_archive, batch_size=7, partitions=4)
+    assert src.list_parts() == ["0000", "0001", "0002", "0003"]
+    seen: dict[str, str] = {}
+    for part in src.list_parts():
+        p = src.build_part("raw_in", part, None)
+        items: list[tuple[str, bytes]] = []
+        try:
+            while True:
+                items.extend(p.next_batch())
+        except StopIteration:
+            pass
+        assert items[-1] == (f"{part}:{END_OF_PARTITION}", b"")  # even a partition without lines ends
+        for seq, line in items[:-1]:
+            assert seq.startswith(part + ":") and partition_of(line_feed(line), 4) == part
+            seen[seq.split(":")[1]] = part
+    lines = demo_archive.read_bytes().splitlines()
+    assert sorted(seen) == [f"{i:012d}" for i in range(len(lines))]  # every line once, numbered globally
+    assert len(set(seen.values())) >= 2  # the demo's 12 feeds really are split

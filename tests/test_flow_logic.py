@@ -7,6 +7,7 @@ step's contract (what it takes, what it emits, what it snapshots) is checked on 
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 from typing import Any
 
 import bytewax.operators as op
@@ -16,6 +17,7 @@ from bytewax.dataflow import Dataflow
 from bytewax.testing import TestingSink, TestingSource, run_main
 
 from newsflow.config import DedupSettings, Settings, StorySettings
+from newsflow.core.alignment import END
 from newsflow.core.snapshot import SnapshotFormatError, make_snapshot, restore
 from newsflow.feeds.normalize import normalize_payload
 from newsflow.flows.pipeline import (
@@ -81,22 +83,47 @@ def test_parse_logic_routes_articles_emits_health_deadletters_and_ticks() -> Non
     assert any(orjson.loads(o.value)["reason"] == "bad_envelope" for o in outputs if o.topic == "deadletter")
     arts = [m.item for m in routed if isinstance(m.item, ParsedArticle)]
     assert arts and all(m.shard in ("dd000", "dd001") for m in routed)
-    # one tick per shard per crossed minute, after the payload's items
-    ticks = [m for m in routed if isinstance(m.item, Tick)]
+    # one tick per shard per crossed minute, before the payload's items (whose epoch is that
+    # minute), and one END tick per shard at the end of the partition
+    ticks = [m for m in routed if isinstance(m.item, Tick) and m.item.bucket != END]
     assert len(ticks) == 2 * len(payloads) and {m.shard for m in ticks} == {"dd000", "dd001"}
+    assert [m.shard for m in routed[-2:] if isinstance(m.item, Tick) and m.item.bucket == END] == ["dd000", "dd001"]
+    first = [m.item for m in routed[:4]]
+    assert all(isinstance(x, Tick) for x in first[:2]) and isinstance(first[2], ParsedArticle)
+    assert first[2].epoch == first[0].bucket == payloads[0].fetched_at_ms // 60_000
     assert [m for m in routed if isinstance(m.item, HealthReport)]
 
 
 def test_dedup_logic_flags_a_repeated_guid_and_passes_ticks() -> None:
     (t, a), *_ = demo_articles(1)
     items: list[tuple[str, Any]] = [
-        ("dd000", ParsedArticle("0:1", a)),
-        ("dd000", ParsedArticle("0:2", a)),  # the same item re-served: a repoll, counted, not emitted
-        ("dd000", Tick("0:~", t)),
+        ("dd000", ParsedArticle("0:1", a, 7)),
+        ("dd000", ParsedArticle("0:2", a, 7)),  # the same item re-served: a repoll, counted, not emitted
+        ("dd000", Tick(8, t, "p0000")),
     ]
     got = [v for _, v in run_step(STEP_DEDUP, lambda r: DedupLogic(SETTINGS, r, False), items)]
-    assert isinstance(got[0], Deduped) and got[0].info.disposition == "unique"
-    assert got[1:] == [Tick("0:~", t)]
+    assert isinstance(got[0], Deduped) and got[0].info.disposition == "unique" and got[0].epoch == 7
+    assert got[1:] == [Tick(8, t)]  # one tick per boundary; the wiring names the shard
+
+
+def test_dedup_logic_merges_partitions_on_event_time_whatever_the_arrival_order() -> None:
+    """Two input partitions: a copy seen first in event time is the original, however the
+    partitions' messages interleave; nothing is released before both partitions passed it."""
+    (t, a), *_ = demo_articles(1)
+    late = ParsedArticle("0001:000000000005:00000", replace(a, feed_id="another-feed"), 9)
+    early = ParsedArticle("0000:000000000009:00000", a, 8)
+    tick0, tick1 = Tick(10, t, "p0000"), Tick(10, t, "p0001")
+    for order in ([late, tick1, early, tick0], [early, tick0, late, tick1], [early, late, tick1, tick0]):
+        logic = DedupLogic(SETTINGS, None, False, ("p0000", "p0001"))
+        out: list[Any] = []
+        for i, m in enumerate(order):
+            got = list(logic.on_item(m)[0])
+            if i < 3:
+                assert got == []
+            out.extend(got)
+        got_d = [(x.seq, x.info.disposition) for x in out if isinstance(x, Deduped)]
+        assert got_d[0] == (early.seq, "unique") and got_d[1][0] == late.seq and got_d[1][1] != "unique"
+        assert out[-1] == Tick(10, t)
 
 
 def _deduped(arts: list[tuple[int, Article]]) -> tuple[list[tuple[str, Any]], int]:
@@ -110,15 +137,21 @@ def _deduped(arts: list[tuple[int, Article]]) -> tuple[list[tuple[str, Any]], in
     return items, wm
 
 
+def _ticks(wm: int) -> tuple[Tick, Tick]:
+    """The same boundary forwarded by each of SETTINGS' two dedup shards."""
+    b = wm // 60_000 + 1
+    return Tick(b, wm, "dd000"), Tick(b, wm, "dd001")
+
+
 def test_stories_logic_releases_only_when_every_dedup_shard_ticked() -> None:
     arts = demo_articles()
     items, wm = _deduped(arts)
-    tick = Tick("0000:999999999999:~", wm)
+    tick, tick2 = _ticks(wm)
     logic = StoriesLogic(SETTINGS, None, False)
     for _, v in items:
         assert list(logic.on_item(v)[0]) == []
     assert list(logic.on_item(tick)[0]) == []  # only one of the two dedup shards passed the tick
-    released = list(logic.on_item(tick)[0])
+    released = list(logic.on_item(tick2)[0])
     scored = [m for m in released if isinstance(m, ScoredArticle)]
     updates = [m for m in released if isinstance(m, StoryUpdate)]
     assert len(scored) == len(items) and released[-1] == ShardWatermark(wm)
@@ -129,7 +162,7 @@ def test_stories_logic_releases_only_when_every_dedup_shard_ticked() -> None:
         validate("stories", orjson.dumps(u.record))
     # and through Bytewax: the same records, in the same order
     both = run_step(STEP_STORIES, lambda r: StoriesLogic(SETTINGS, r, False),
-                    [*items, ("st00", tick), ("st00", tick)])
+                    [*items, ("st00", tick), ("st00", tick2)])
     assert [v for _, v in both] == released
     recs = [v.record for _, v in both if isinstance(v, ScoredArticle)]
     assert len(recs) == len(items) and isinstance(both[-1][1], ShardWatermark)
@@ -141,8 +174,8 @@ def test_stories_logic_releases_only_when_every_dedup_shard_ticked() -> None:
 
 def test_route_to_stories_broadcasts_ticks_and_keys_articles_by_category() -> None:
     route = route_to_stories(Settings(stories=StorySettings(shards=4)))
-    tick = Tick("0:~", 1)
-    assert [k for k, _ in route(("dd001", tick))] == ["st00", "st01", "st02", "st03"]
+    tick = Tick(1, 1)
+    assert route(("dd001", tick)) == [(k, Tick(1, 1, "dd001")) for k in ("st00", "st01", "st02", "st03")]
     (_, a), *_ = demo_articles(1)
     items, _ = _deduped([(0, a)])
     [(k, v)] = route(("dd001", items[0][1]))
@@ -164,7 +197,7 @@ def test_feed_reliability_reaches_articles_in_every_story_shard() -> None:
         logic = StoriesLogic(settings, None, False)
         logic.on_item(h)
         logic.on_item(art)
-        out, _ = logic.on_item(Tick("0000:999999999999:~", t))
+        out, _ = logic.on_item(Tick(t // 60_000 + 1, t, "dd000"))
         [rec] = [m.record for m in out if isinstance(m, ScoredArticle)]
         full = {"T1": 95.0, "T2": 80.0, "T3": 65.0, "T4": 50.0, "T5": 30.0}.get(a.tier, 50.0)
         assert rec["importance_components"]["authority"] == full * 0.5, k
@@ -177,8 +210,9 @@ def test_digests_logic_closes_windows_on_the_minimum_shard_watermark() -> None:
     stories = StoriesLogic(SETTINGS, None, False)
     for _, v in items:
         stories.on_item(v)
-    out, _ = stories.on_item(Tick("0000:999999999999:~", wm))
-    out2, _ = stories.on_item(Tick("0000:999999999999:~", wm))
+    t1, t2 = _ticks(wm)
+    out, _ = stories.on_item(t1)
+    out2, _ = stories.on_item(t2)
     recs = [m for m in [*out, *out2] if isinstance(m, ScoredArticle)]
     settings = Settings(dedup=DedupSettings(shards=2), stories=StorySettings(shards=2))
     feed = [("digests", FromShard(s, ShardWatermark(wm))) for s in ("st00", "st01")]  # the clock starts
@@ -207,8 +241,9 @@ def test_digests_logic_counts_articles_late_for_a_closed_window() -> None:
     stories = StoriesLogic(SETTINGS, None, False)
     dedup = DedupLogic(SETTINGS, None, False)
     stories.on_item(Deduped("0000:000000000001:00000", a, dedup.shard.process(a)))
-    out, _ = stories.on_item(Tick("0000:999999999999:~", t))
-    out2, _ = stories.on_item(Tick("0000:999999999999:~", t))  # both dedup shards ticked
+    t1, t2 = _ticks(t)
+    out, _ = stories.on_item(t1)
+    out2, _ = stories.on_item(t2)  # both dedup shards ticked
     [rec] = [m for m in [*out, *out2] if isinstance(m, ScoredArticle)]
     logic = DigestsLogic(SETTINGS, None, False)
     logic.on_item(FromShard("st00", ShardWatermark(t - HOUR)))
@@ -231,9 +266,9 @@ def test_snapshots_resume_identically() -> None:
     for logic in (a, b):
         for _, v in rest:
             logic.on_item(v)
-    tick = Tick("0000:999999999999:~", wm)
-    out_a = [*a.on_item(tick)[0], *a.on_item(tick)[0]]
-    out_b = [*b.on_item(tick)[0], *b.on_item(tick)[0]]
+    t1, t2 = _ticks(wm)
+    out_a = [*a.on_item(t1)[0], *a.on_item(t2)[0]]
+    out_b = [*b.on_item(t1)[0], *b.on_item(t2)[0]]
     assert out_a == out_b and any(isinstance(m, ScoredArticle) for m in out_a)
 
 

@@ -17,15 +17,21 @@ def test_an_item_that_raises_becomes_a_dead_letter_and_the_step_goes_on() -> Non
     s = Settings()
     logic = isolated("dedup", s, lambda r: DedupLogic(s, r, False))(None)
     assert isinstance(logic, Isolated)
-    out, keep = logic.on_item(ParsedArticle("0000:1:00000", "not an article"))  # type: ignore[arg-type]
-    [dl] = out
+    # buffered until its epoch is complete, then processed with the batch: a dead letter
+    assert list(logic.on_item(ParsedArticle("0000:1:00000", "not an article"))[0]) == []  # type: ignore[arg-type]
+    out, keep = logic.on_item(Tick(1, 1_772_431_200_000, "p0000"))
+    [dl, tick] = out
+    assert tick == Tick(1, 1_772_431_200_000)
     assert isinstance(dl, Output) and dl.topic == s.kafka.topics.deadletter and keep is StatefulLogic.RETAIN
     rec = orjson.loads(dl.value)
     validate("deadletter", rec)
     assert (rec["stage"], rec["reason"]) == ("dedup", "internal_error")
     assert rec["detail"].startswith("AttributeError:") and rec["original_b64"]
-    out, _ = logic.on_item(Tick("0000:2:~", 1_772_431_200_000))  # the next item is processed
-    assert list(out) == [Tick("0000:2:~", 1_772_431_200_000)]
+    out, _ = logic.on_item(Tick(2, 1_772_431_260_000, "p0000"))  # the step goes on
+    assert list(out) == [Tick(2, 1_772_431_260_000)]
+    # an exception outside the per-item loop (here: an unknown source) is isolated too
+    out, _ = logic.on_item(Tick(3, 1_772_431_320_000, "nope"))
+    assert [orjson.loads(o.value)["reason"] for o in out] == ["internal_error"]
     assert logic.snapshot() is not None
 
 

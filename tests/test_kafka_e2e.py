@@ -14,7 +14,7 @@ import pytest
 
 from newsflow.cli.main import main as cli_main
 from newsflow.cli.main import run_file_flow
-from newsflow.config import KafkaSettings, Settings, Topics
+from newsflow.config import FlowSettings, KafkaSettings, Settings, Topics
 from newsflow.connectors.files import write_archive
 from newsflow.connectors.topics import ensure_topics, produce_values
 from newsflow.samples.demo import demo_payloads
@@ -72,7 +72,8 @@ def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path
     # the same input through file mode gives the very same records
     archive = tmp_path / "raw.jsonl"
     write_archive(payloads, archive)
-    run_file_flow(str(archive), str(tmp_path / "out"))
+    run_file_flow(str(archive), str(tmp_path / "out"),
+                  Settings(flow=FlowSettings(file_partitions=1)))  # one partition, as the topic has
     stories = got.pop("stories")
     for name, msgs in got.items():
         file_lines = (tmp_path / "out" / f"{name}.jsonl").read_bytes().splitlines()

@@ -22,6 +22,7 @@ import pytest
 from kafka_local import KafkaBroker
 
 from newsflow.cli.main import run_file_flow
+from newsflow.config import FlowSettings, Settings
 from newsflow.connectors.files import write_archive
 from newsflow.connectors.topics import create_topics, produce_values
 from newsflow.samples.demo import demo_payloads
@@ -43,8 +44,8 @@ from newsflow.flows.pipeline import newsflow_steps
 cfg = json.loads(sys.argv[1])
 settings = Settings(kafka=KafkaSettings(topics=Topics(**cfg["topics"])))
 flow = Dataflow("newsflow_kafka")
-keyed = kafka_raw_input(flow, [cfg["in"]], settings, tail=cfg["tail"])
-outs = newsflow_steps(keyed, settings, recovery=True)
+keyed, parts = kafka_raw_input(flow, [cfg["in"]], settings, tail=cfg["tail"])
+outs = newsflow_steps(keyed, settings, recovery=True, partitions=parts)
 kafka_outputs(outs, [cfg["out"]], settings, add_config={"message.timeout.ms": "5000"})
 cli_main(flow, epoch_interval=timedelta(seconds=1), recovery_config=RecoveryConfig(cfg["recovery"]))
 """
@@ -125,7 +126,8 @@ def test_broker_outage_fails_the_epoch_and_resume_emits_everything(kafka_bootstr
     # every record a single uninterrupted run produces is on the output topics
     archive = tmp_path / "raw.jsonl"
     write_archive(payloads, archive)
-    run_file_flow(str(archive), str(tmp_path / "once"))
+    run_file_flow(str(archive), str(tmp_path / "once"),
+                  Settings(flow=FlowSettings(file_partitions=1)))  # one partition, as the topic has
     for n in OUT_TOPICS:
         lines = (tmp_path / "once" / f"{n.replace('_', '-')}.jsonl").read_bytes().splitlines()
         assert lines, n

@@ -1,9 +1,12 @@
 """File connectors for the embedded default (no Kafka): raw-payload archives in, JSONL out.
 
 Archive format: one or more ``*.jsonl`` / ``*.jsonl.gz`` files of ``feeds.raw`` envelopes (the
-exact Kafka message values), read in file-name order as ONE ordered partition, so a replay is
-deterministic with any number of workers. Items are ``(seq, bytes)`` with ``seq`` =
-``"0000:<line number>"``; the resume state is the number of lines already emitted.
+exact Kafka message values), read in file-name order. The archive is split into partitions by
+feed (like ``feeds.raw`` keyed by feed id, :func:`partition_of`); each partition reads the lines
+of its feeds in order and ends with an end-of-partition marker. Items are ``(seq, bytes)`` with ``seq`` = ``"<partition>:<line number>"``
+(line numbers count every line of the archive); the resume state is the number of archive lines
+already read. The flow merges the partitions on event time (``newsflow.core.alignment``), so a
+replay is deterministic for a given number of partitions with any number of workers.
 """
 
 from __future__ import annotations
@@ -11,13 +14,16 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
+import orjson
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 
+from newsflow.core.hashing import shard_of
 from newsflow.model.records import RawPayload
 from newsflow.wire.codec import encode_raw
 
@@ -61,22 +67,63 @@ def write_archive(payloads: list[RawPayload] | Iterator[RawPayload], path: str |
     return n
 
 
+_FEED_ID = re.compile(rb'"feed_id":\s*"([^"\\]*)"')
+
+
+def line_feed(line: bytes) -> str:
+    """The ``feed_id`` of an envelope line, cheaply (no full decode when it is near the start);
+    "" when it has none (a bad line: the parse step dead-letters it)."""
+    m = _FEED_ID.search(line, 0, 2048)
+    if m is not None:
+        return m.group(1).decode("utf-8", "replace")
+    try:
+        d = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return ""
+    fid = d.get("feed_id") if isinstance(d, dict) else None
+    return fid if isinstance(fid, str) else ""
+
+
+#: the last item of every archive partition: ``(f"{partition}:{END_OF_PARTITION}", b"")``, so
+#: the flow knows the partition ended even when it held no line (its clock must not be waited for)
+END_OF_PARTITION = "~end"
+
+
+def partition_of(feed_id: str, partitions: int) -> str:
+    """A feed's partition: a stable hash of its id (like ``feeds.raw`` keyed by feed id), so the
+    split never depends on the archive's content (a resumed run splits it the same way)."""
+    return f"{shard_of(feed_id, partitions):04d}"
+
+
 class _ArchivePartition(StatefulSourcePartition[tuple[str, bytes], int]):
-    def __init__(self, path: Path, resume: int | None, batch_size: int) -> None:
+    def __init__(self, path: Path, resume: int | None, batch_size: int, part: str = ARCHIVE_PARTITION,
+                 partitions: int = 1, end_marker: bool = True) -> None:
         self._it = iter_archive(path)
         self._pos = 0
         self._batch = batch_size
+        self._part = part
+        self._n = partitions
+        self._ended = False
+        self._marker = end_marker
         for _ in range(resume or 0):
             next(self._it, None)
             self._pos += 1
 
     def next_batch(self) -> list[tuple[str, bytes]]:
         out: list[tuple[str, bytes]] = []
+        if self._ended:
+            raise StopIteration
         for line in self._it:
-            out.append((f"{ARCHIVE_PARTITION}:{self._pos:012d}", line))
+            pos = self._pos
             self._pos += 1
+            if self._n > 1 and partition_of(line_feed(line), self._n) != self._part:
+                continue
+            out.append((f"{self._part}:{pos:012d}", line))
             if len(out) >= self._batch:
                 return out
+        if self._marker:
+            out.append((f"{self._part}:{END_OF_PARTITION}", b""))
+        self._ended = True
         if not out:
             raise StopIteration
         return out
@@ -86,18 +133,23 @@ class _ArchivePartition(StatefulSourcePartition[tuple[str, bytes], int]):
 
 
 class RawArchiveSource(FixedPartitionedSource[tuple[str, bytes], int]):
-    """Reads a raw-payload archive (file or directory) as one ordered partition."""
+    """Reads a raw-payload archive (file or directory) as ``partitions`` partitions split by
+    feed (:func:`partition_of`); each ends with an end-of-partition marker (``end_marker``)."""
 
-    def __init__(self, path: str | os.PathLike[str], batch_size: int = 256) -> None:
+    def __init__(self, path: str | os.PathLike[str], batch_size: int = 256, partitions: int = 1,
+                 *, end_marker: bool = True) -> None:
         self.path = Path(path)
         archive_files(self.path)  # fail early with a clear message
         self.batch_size = batch_size
+        self.partitions = partitions
+        self.end_marker = end_marker
 
     def list_parts(self) -> list[str]:
-        return [ARCHIVE_PARTITION]
+        return [f"{i:04d}" for i in range(self.partitions)]
 
     def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _ArchivePartition:
-        return _ArchivePartition(self.path, resume_state, self.batch_size)
+        return _ArchivePartition(self.path, resume_state, self.batch_size, for_part, self.partitions,
+                                 self.end_marker)
 
 
 class _TopicFilePartition(StatefulSinkPartition[bytes, int]):

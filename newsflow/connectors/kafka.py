@@ -259,10 +259,13 @@ def _raw_source(step_id: str, flow: Dataflow, source: RawKafkaSource) -> Stream[
 def kafka_raw_input(
     flow: Dataflow, brokers: list[str], settings: Settings, *, tail: bool = True,
     add_config: dict[str, str] | None = None,
-) -> Stream[tuple[str, tuple[str, bytes]]]:
-    """``feeds.raw`` -> ``(partition key, (seq, value))``; consumer errors -> dead letters."""
+) -> tuple[Stream[tuple[str, tuple[str, bytes]]], list[str]]:
+    """``feeds.raw`` -> ``(partition key, (seq, value))`` and every partition key (the flow
+    merges them on event time: each partition needs traffic or the poller's heartbeat);
+    consumer errors -> dead letters."""
     src = RawKafkaSource(brokers, settings.kafka.topics.raw, tail=tail, timeout_s=settings.kafka.timeout_s,
                          add_config=add_config, batch_size=1000)
+    keys = [f"p{int(p.split('-', 1)[0]):04d}" for p in src.list_parts()]
     items = _raw_source("kafka_raw_in", flow, src)
     split = op.branch("kafka_raw_split", items, lambda m: isinstance(m, KafkaSourceMessage))
 
@@ -273,7 +276,7 @@ def kafka_raw_input(
     errs = op.map("kafka_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
     op.output("kafka_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config),
                                                         headers=topic_headers(settings)))
-    return op.map("key_by_partition", split.trues, keyed)
+    return op.map("key_by_partition", split.trues, keyed), keys
 
 
 def kafka_interactions_input(

@@ -1,64 +1,116 @@
-"""Deterministic merge of several keyed streams: tick alignment (punctuations).
+"""Deterministic merge of several keyed streams on event-time epochs (punctuations).
 
-A downstream key that receives items from N upstream shards sees them interleaved in an order
-that depends on worker scheduling. To make its output independent of that order, every item
-carries its position in the (replayable) input, ``seq``, and every upstream shard forwards each
-event-time tick it receives together with ``seq_cut``, the input position the tick was cut at.
-Because each upstream->downstream channel is FIFO, once *all* N shards have forwarded a tick,
-every item up to ``seq_cut`` of that input partition has arrived: those are released, sorted
-by ``seq``. The result is the same for any number of workers and any interleaving.
+A downstream key that receives items from several upstream sources (input partitions, dedup
+shards) sees them interleaved in an order that depends on worker scheduling. To make its output
+independent of that order, and of the number of workers and processes:
+
+* every input partition keeps its own event-time clock: a *bucket* (``watermark // tick_ms``),
+  and when its watermark crosses into a later bucket ``b`` it broadcasts a tick ``(b, wm)``:
+  "every item of mine with an epoch ``< b`` was sent";
+* every item carries the bucket of its partition once its payload was seen (its *epoch*: the
+  payload's own bucket, or the partition's when the payload is older) and its position in the
+  input (``seq``, ``"<partition>:<offset>…"``, fixed width);
+* each upstream->downstream channel is FIFO, so once every source has sent a tick ``>= b``, every
+  item with epoch ``< b`` has arrived: those are released, sorted by epoch, then offset, then
+  partition (a file replay numbers every archive line, so within an epoch its order is the
+  archive's, however the feeds are split between partitions), at the *boundary* ``b``. The
+  boundaries are the buckets any source ticked at, taken in order; the watermark of boundary
+  ``b`` is the smallest watermark of each source's first tick ``>= b``.
+
+Everything above is a function of each partition's own (replayable) sequence, so the released
+batches, their order and their watermarks are the same for any interleaving: items are merged
+on event time at tick granularity. An item waits until every partition has passed its bucket,
+so live latency is about one tick plus the time until each partition next speaks. A source that will send nothing more
+sends :data:`END`; a partition with no traffic must still tick (the poller's heartbeat reaches
+every partition of ``feeds.raw``), or the merge waits for it.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
+
+#: the bucket a source ticks at when it has nothing more to send (end of a finite input)
+END = 1 << 62
 
 
 def seq_partition(seq: str) -> str:
     return seq.split(":", 1)[0]
 
 
-@dataclass(slots=True)
-class Aligner:
-    """Buffers items until every upstream source has passed a tick beyond them."""
+@dataclass(frozen=True, slots=True)
+class Release:
+    """The items of every epoch ``< boundary``, in merge order; ``watermark`` is None
+    for the final release (every source ended)."""
 
-    sources: int
-    #: (partition, seq_cut, wm) -> number of sources that forwarded it
-    _ticks: dict[tuple[str, str, int], int] = field(default_factory=dict)
-    _buffer: list[tuple[str, Any]] = field(default_factory=list)
+    boundary: int
+    watermark: int | None
+    items: list[Any]
+
+
+@dataclass(slots=True)
+class EpochMerge:
+    """Buffers items until every source has ticked past their epoch; see the module doc."""
+
+    sources: tuple[str, ...]
+    #: per source, its ticks ``(bucket, wm)`` still needed, ascending
+    _ticks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    _buffer: list[tuple[tuple[int, str, str], Any]] = field(default_factory=list)
+    #: items with epoch < done were released
+    done: int = -(1 << 62)
     watermark: int = 0
 
-    def add_item(self, seq: str, item: Any) -> None:
-        self._buffer.append((seq, item))
+    def add_item(self, epoch: int, seq: str, item: Any) -> None:
+        part, _, offset = seq.partition(":")
+        self._buffer.append(((epoch, offset, part), item))
 
-    def add_tick(self, seq_cut: str, wm: int) -> tuple[list[Any], int | None]:
-        """Count one source's tick; when all sources passed it, release what precedes it.
-
-        Returns ``(released items in seq order, new watermark or None)``.
-        """
-        key = (seq_partition(seq_cut), seq_cut, wm)
-        n = self._ticks.get(key, 0) + 1
-        if n < self.sources:
-            self._ticks[key] = n
-            return [], None
-        self._ticks.pop(key, None)
-        part = key[0]
-        ready = [x for x in self._buffer if seq_partition(x[0]) == part and x[0] <= seq_cut]
-        if ready:
-            keep = [x for x in self._buffer if not (seq_partition(x[0]) == part and x[0] <= seq_cut)]
-            self._buffer = keep
-            ready.sort(key=lambda x: x[0])
-        if wm > self.watermark:
-            self.watermark = wm
-        return [x[1] for x in ready], wm
+    def add_tick(self, source: str, bucket: int, wm: int) -> list[Release]:
+        """Record one source's tick; returns the releases it completes (usually 0 or 1)."""
+        if source not in self.sources:
+            msg = f"tick from unknown source {source!r} (sources: {', '.join(self.sources)})"
+            raise ValueError(msg)
+        ticks = self._ticks.setdefault(source, [])
+        if ticks and bucket <= ticks[-1][0]:
+            return []  # a re-sent tick (at-least-once) changes nothing
+        ticks.append((bucket, wm))
+        if len(self._ticks) < len(self.sources):
+            return []
+        frontier = min(t[-1][0] for t in self._ticks.values() if t)
+        if frontier <= self.done:
+            return []
+        bounds = sorted({b for t in self._ticks.values() for b, _ in t if self.done < b <= frontier})
+        out: list[Release] = []
+        if not bounds:
+            return out
+        self._buffer.sort(key=_key)
+        epochs = [x[0][0] for x in self._buffer]
+        start = 0
+        for b in bounds:
+            stop = bisect_left(epochs, b, lo=start)
+            firsts = [next(t for t in ts if t[0] >= b) for ts in self._ticks.values()]
+            live = [w for bb, w in firsts if bb != END]
+            at = min(live) if live else None
+            if at is not None and at > self.watermark:
+                self.watermark = at
+            out.append(Release(b, at, [x[1] for x in self._buffer[start:stop]]))
+            start = stop
+            self.done = b
+            for ts in self._ticks.values():
+                while ts and ts[0][0] < b:
+                    ts.pop(0)
+        del self._buffer[:start]
+        return out
 
     def drain(self) -> list[Any]:
-        """End of input: everything left, in seq order."""
-        out = sorted(self._buffer, key=lambda x: x[0])
+        """End of input: everything left, in merge order."""
+        out = sorted(self._buffer, key=_key)
         self._buffer = []
-        self._ticks.clear()
         return [x[1] for x in out]
 
     def __len__(self) -> int:
         return len(self._buffer)
+
+
+def _key(x: tuple[tuple[int, str, str], Any]) -> tuple[int, str, str]:
+    return x[0]

@@ -34,9 +34,9 @@ from bytewax.operators import StatefulLogic
 
 from newsflow.clustering.topics import OnlineTopics, annotate
 from newsflow.config import Settings
-from newsflow.connectors.files import BodyRefError, resolve_body_ref
+from newsflow.connectors.files import END_OF_PARTITION, BodyRefError, resolve_body_ref
 from newsflow.connectors.inflight import InflightJournals
-from newsflow.core.alignment import Aligner
+from newsflow.core.alignment import END, EpochMerge
 from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fetched_at
 from newsflow.core.hashing import shard_of
 from newsflow.core.snapshot import Snapshot, make_snapshot, restore
@@ -51,7 +51,7 @@ from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
 from newsflow.flows import metrics
-from newsflow.flows.isolation import isolated
+from newsflow.flows.isolation import internal_error, isolated
 from newsflow.model.messages import (
     Deduped,
     DedupOutput,
@@ -114,8 +114,9 @@ def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], 
 
     def route(kv: tuple[str, DedupOutput]) -> list[tuple[str, DedupOutput]]:
         item = kv[1]
-        if isinstance(item, Tick):  # every story shard aligns on the ticks of every dedup shard
-            return [(k, item) for k in keys]
+        if isinstance(item, Tick):  # every story shard merges on the ticks of every dedup shard
+            tick = replace(item, source=kv[0])
+            return [(k, tick) for k in keys]
         if isinstance(item, HealthReport):  # reliability scores in every shard; one reports it
             return [(k, item if k == keys[0] else replace(item, report=False)) for k in keys]
         return [(story_key(item.article, settings), item)]
@@ -147,6 +148,8 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
 
     def on_item(self, value: tuple[str, bytes]) -> tuple[Iterable[ParseOutput], bool]:
         seq, raw = value
+        if not raw and seq.endswith(":" + END_OF_PARTITION):  # a file partition's last item
+            return self._end(), StatefulLogic.RETAIN
         if self.journals is None:
             return self._item(seq, raw), StatefulLogic.RETAIN
         journal = self.journals.of(seq)
@@ -193,7 +196,11 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
 
     def on_eof(self) -> tuple[Iterable[ParseOutput], bool]:
         held, self.candidate = self.candidate, None
-        return ([self._clock_deadletter(held)] if held else []), StatefulLogic.RETAIN
+        return [*([self._clock_deadletter(held)] if held else []), *self._end()], StatefulLogic.RETAIN
+
+    def _end(self) -> list[ParseOutput]:
+        """This partition sends nothing more: the shards' merge stops waiting for it."""
+        return [ToShard(k, Tick(END, self.wm)) for k in self.keys]
 
     def _clock_deadletter(self, c: JumpCandidate) -> Output:
         dl = make_deadletter("envelope", FUTURE_FETCHED_AT,
@@ -216,11 +223,20 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
                                      feed_id=payload.feed_id, fetched_ms=payload.fetched_at_ms, item_index=None)
                 metrics.DEADLETTERS.labels("envelope", e.reason).inc()
                 out.append(_dl_out(t.deadletter, dl))
+        if payload.fetched_at_ms > self.wm:
+            self.wm = payload.fetched_at_ms
+            metrics.EVENT_TIME.labels(seq.split(":", 1)[0]).set(self.wm / 1000)
+            b = self.wm // self.s.flow.tick_ms
+            if b > self.bucket:  # every item of an earlier epoch was sent (the wiring adds the source)
+                self.bucket = b
+                self.repolls.expire(self.wm, self.s.dedup.window_ms)
+                out.extend(ToShard(k, Tick(b, self.wm)) for k in self.keys)
+        epoch = self.bucket  # this payload's items: released once every partition ticked past it
         if payload.feed_id != TICK_FEED_ID:
             res = normalize_payload(payload, self.normalize_config, self.repolls)
             for a in res.articles:
                 out.append(ToShard(dedup_shard_key(a, self.s.dedup.shards),
-                                   ParsedArticle(f"{seq}:{a.item_index:05d}", a)))
+                                   ParsedArticle(f"{seq}:{a.item_index:05d}", a, epoch)))
             for dl in res.deadletters:
                 metrics.DEADLETTERS.labels(dl.stage, dl.reason).inc()
                 if dl.reason == "no_title_no_body":
@@ -233,16 +249,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             )
             out.append(Output(t.feed_health, payload.feed_id.encode(), dumps(h)))
             # the digest's feed-health report gets it too, in input order, via a dedup shard
-            out.append(ToShard(self.keys[0], HealthReport(f"{seq}:~", h)))
-        if payload.fetched_at_ms > self.wm:
-            self.wm = payload.fetched_at_ms
-            metrics.EVENT_TIME.labels(seq.split(":", 1)[0]).set(self.wm / 1000)
-            b = self.wm // self.s.flow.tick_ms
-            if b > self.bucket:
-                self.bucket = b
-                self.repolls.expire(self.wm, self.s.dedup.window_ms)
-                tick = Tick(f"{seq}:~", self.wm)  # cut after every item of this payload
-                out.extend(ToShard(k, tick) for k in self.keys)
+            out.append(ToShard(self.keys[0], HealthReport(f"{seq}:~", h, epoch=epoch)))
         return out
 
     def snapshot(self) -> Snapshot:
@@ -256,29 +263,56 @@ def _dl_out(topic: str, dl: DeadLetter) -> Output:
 
 
 # ---------------------------------------------------------------- dedup shard (layers 1-2)
-class DedupLogic(StatefulLogic[ShardInput, DedupOutput, Snapshot]):
-    """One dedup shard; decisions and ticks go on to the stories step."""
+class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
+    """One dedup shard: merges the input partitions on event-time epochs
+    (``newsflow.core.alignment``), so which copy comes first never depends on scheduling;
+    decisions, health records and one tick per boundary go on to the stories step."""
 
-    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool) -> None:
+    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool,
+                 sources: tuple[str, ...] = ("p0000",)) -> None:
         self.recovery = recovery
+        self.s = settings
         st = restore(STEP_DEDUP, resume) if resume is not None else {}
         self.shard: DedupShard = (
             st["shard"] if "shard" in st else DedupShard(settings.dedup.window_ms, settings.dedup.emit_repolls)
         )
+        self.merge: EpochMerge = st["merge"] if "merge" in st else EpochMerge(sources)
 
-    def on_item(self, value: ShardInput) -> tuple[Iterable[DedupOutput], bool]:
-        if isinstance(value, ParsedArticle):
-            info = self.shard.process(value.article)
+    def on_item(self, value: ShardInput) -> tuple[Iterable[DedupOutput | Output], bool]:
+        if not isinstance(value, Tick):
+            self.merge.add_item(value.epoch, value.seq, value)
+            return (), StatefulLogic.RETAIN
+        out: list[DedupOutput | Output] = []
+        for r in self.merge.add_tick(value.source, value.bucket, value.watermark):
+            out.extend(self._run(r.items))
+            if r.watermark is not None:
+                self.shard.advance(r.watermark)
+                out.append(Tick(r.boundary, r.watermark))
+        return out, StatefulLogic.RETAIN
+
+    def on_eof(self) -> tuple[Iterable[DedupOutput | Output], bool]:
+        return self._run(self.merge.drain()), StatefulLogic.RETAIN
+
+    def _run(self, items: list[ParsedArticle | HealthReport]) -> list[DedupOutput | Output]:
+        out: list[DedupOutput | Output] = []
+        for x in items:
+            if not isinstance(x, ParsedArticle):
+                out.append(x)  # health records pass through, in order
+                continue
+            try:
+                info = self.shard.process(x.article)
+            except Exception as e:  # one item's bug: a dead letter, the batch goes on
+                out.append(internal_error("dedup", self.s.kafka.topics.deadletter, e, x,
+                                          self.s.normalize.max_deadletter_original_bytes))
+                continue
             if info is None:
                 metrics.REPOLLS.inc()
-                return (), StatefulLogic.RETAIN
-            return [Deduped(value.seq, value.article, info)], StatefulLogic.RETAIN
-        if isinstance(value, Tick):
-            self.shard.advance(value.watermark)
-        return [value], StatefulLogic.RETAIN  # ticks and health records pass through
+                continue
+            out.append(Deduped(x.seq, x.article, info, x.epoch))
+        return out
 
     def snapshot(self) -> Snapshot:
-        return make_snapshot(STEP_DEDUP, {"shard": self.shard}, freeze=self.recovery)
+        return make_snapshot(STEP_DEDUP, {"shard": self.shard, "merge": self.merge}, freeze=self.recovery)
 
 
 # ---------------------------------------------------------------- stories, scores, topics
@@ -292,7 +326,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         self.score_config = settings.scoring.to_config()
         st = restore(STEP_STORIES, resume) if resume is not None else {}
         # (explicit membership tests: an empty aligner is falsy but its tick counts matter)
-        self.aligner: Aligner = st["aligner"] if "aligner" in st else Aligner(settings.dedup.shards)
+        self.merge: EpochMerge = st["merge"] if "merge" in st else EpochMerge(tuple(shard_keys(settings)))
         self.assigner: StoryAssigner = st["assigner"] if "assigner" in st else StoryAssigner(self.story_config)
         self.topics: OnlineTopics = st["topics"] if "topics" in st else OnlineTopics(settings.topics.to_config())
         self.reliability: dict[str, float] = st.get("reliability", {})
@@ -301,16 +335,18 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
 
     def on_item(self, value: DedupOutput) -> tuple[Iterable[StoryOutput], bool]:
         if isinstance(value, Tick):
-            released, wm = self.aligner.add_tick(value.cut, value.watermark)
-            out = self._process(released) if released else []
-            if wm is not None:
-                out.append(ShardWatermark(wm))
+            out: list[StoryOutput] = []
+            for r in self.merge.add_tick(value.source, value.bucket, value.watermark):
+                if r.items:
+                    out.extend(self._process(r.items))
+                if r.watermark is not None:
+                    out.append(ShardWatermark(r.watermark))
             return out, StatefulLogic.RETAIN
-        self.aligner.add_item(value.seq, value)
+        self.merge.add_item(value.epoch, value.seq, value)
         return (), StatefulLogic.RETAIN
 
     def on_eof(self) -> tuple[Iterable[StoryOutput], bool]:
-        return self._process(self.aligner.drain()), StatefulLogic.RETAIN
+        return self._process(self.merge.drain()), StatefulLogic.RETAIN
 
     def _process(self, items: list[Deduped | HealthReport]) -> list[StoryOutput]:
         """Items released in input order -> health reports and scored article records."""
@@ -368,7 +404,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
 
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_STORIES, {
-            "aligner": self.aligner, "assigner": self.assigner, "topics": self.topics,
+            "merge": self.merge, "assigner": self.assigner, "topics": self.topics,
             "reliability": self.reliability, "tiers": self.tiers, "tracker": self.tracker,
         }, freeze=self.recovery)
 
@@ -547,6 +583,13 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
 
 
 # ---------------------------------------------------------------- wiring
+def _to_shard(kv: tuple[str, ToShard]) -> tuple[str, ShardInput]:
+    item = kv[1].item
+    if isinstance(item, Tick):  # a partition's tick names the partition (the merge waits for each)
+        item = replace(item, source=kv[0])
+    return kv[1].shard, item
+
+
 def _article_output(topic: str) -> Callable[[tuple[str, StoryOutput]], Output | None]:
     def select(kv: tuple[str, StoryOutput]) -> Output | None:
         msg = kv[1]
@@ -570,20 +613,20 @@ def _story_output(topic: str) -> Callable[[tuple[str, StoryOutput]], Output | No
 def newsflow_steps(
     raw: Stream[tuple[str, tuple[str, bytes]]], settings: Settings, *, recovery: bool = False,
     interactions: Stream[tuple[str, tuple[str, bytes]]] | None = None, profiles: ProfilesConfig | None = None,
-    ix_partitions: int = 1, inflight_dir: str | None = None,
+    ix_partitions: int = 1, inflight_dir: str | None = None, partitions: Iterable[str] = ("p0000",),
 ) -> Stream[Output]:
     """All steps from keyed raw messages ``(partition, (seq, bytes))`` to :class:`Output` records;
-    with keyed ``interactions`` (same shape) and ``profiles``, the profile steps too
-    (``newsflow.flows.profiles``)."""
+    ``partitions``: every key of ``raw`` (the dedup shards merge them on event time, so each must
+    tick: traffic or heartbeats). With keyed ``interactions`` (same shape) and ``profiles``, the
+    profile steps too (``newsflow.flows.profiles``)."""
+    sources = tuple(sorted(partitions))
     parsed = op.stateful(STEP_PARSE, raw, isolated("parse", settings,
                                                     lambda r: ParseLogic(settings, r, recovery, inflight_dir)))
     split = op.branch("split_parse", parsed, lambda kv: isinstance(kv[1], Output))
     direct: Stream[Output] = op.map("parse_outputs", split.trues, lambda kv: kv[1])  # type: ignore[arg-type,return-value]
-    to_shards: Stream[tuple[str, ShardInput]] = op.map(
-        "to_shards", split.falses, lambda kv: (kv[1].shard, kv[1].item)  # type: ignore[union-attr]
-    )
+    to_shards: Stream[tuple[str, ShardInput]] = op.map("to_shards", split.falses, _to_shard)  # type: ignore[arg-type]
     # every stateful step is isolated: an item that raises becomes a dead letter (an Output)
-    dedup_all = op.stateful(STEP_DEDUP, to_shards, isolated("dedup", settings, lambda r: DedupLogic(settings, r, recovery)))
+    dedup_all = op.stateful(STEP_DEDUP, to_shards, isolated("dedup", settings, lambda r: DedupLogic(settings, r, recovery, sources)))
     dedup_split = op.branch("split_dedup", dedup_all, lambda kv: isinstance(kv[1], Output))
     to_stories = op.flat_map("to_stories", dedup_split.falses, route_to_stories(settings))
     stories_all = op.stateful(STEP_STORIES, to_stories,
@@ -642,15 +685,16 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
 
     settings = settings or Settings()
     flow = Dataflow("newsflow_files")
-    src = op.input("raw_in", flow, RawArchiveSource(input_path))
+    archive = RawArchiveSource(input_path, partitions=settings.flow.file_partitions)
+    src = op.input("raw_in", flow, archive)
     keyed = op.map("key_by_partition", src, lambda item: ("p" + item[0].split(":", 1)[0], item))
     ix = None
     if interactions_path is not None:
-        ix_src = op.input("interactions_in", flow, RawArchiveSource(interactions_path))
+        ix_src = op.input("interactions_in", flow, RawArchiveSource(interactions_path, end_marker=False))
         ix = op.map("key_interactions", ix_src, lambda item: ("ix" + item[0].split(":", 1)[0], item))
         profiles = profiles or ProfilesConfig()
     outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles,
-                          inflight_dir=inflight_dir)
+                          inflight_dir=inflight_dir, partitions=["p" + p for p in archive.list_parts()])
     t = settings.kafka.topics
     topics = [t.articles, t.digests, t.feed_health, t.deadletter, t.stories]
     op.output("files_out", op.map("to_files", outs, lambda o: (o.topic, o.value)), JsonlTopicSink(out_dir, topics))
@@ -670,11 +714,11 @@ def kafka_flow(
     settings = settings or Settings()
     settings = settings.model_copy(update={"flow": settings.flow.live()})
     flow = Dataflow("newsflow_kafka")
-    keyed = kafka_raw_input(flow, brokers, settings, tail=tail, add_config=add_config)
+    keyed, parts = kafka_raw_input(flow, brokers, settings, tail=tail, add_config=add_config)
     ix, n_ix = None, 1
     if profiles is not None:
         ix, n_ix = kafka_interactions_input(flow, brokers, settings, tail=tail, add_config=add_config)
     outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles, ix_partitions=n_ix,
-                          inflight_dir=inflight_dir)
+                          inflight_dir=inflight_dir, partitions=parts)
     kafka_outputs(outs, brokers, settings, add_config=add_config)
     return flow

@@ -35,10 +35,12 @@ class Output:
 
 @dataclass(frozen=True, slots=True)
 class ParsedArticle:
-    """A normalized article; ``seq`` is its position in the replayable input."""
+    """A normalized article; ``seq`` is its position in the replayable input, ``epoch`` its
+    partition's event-time bucket before the payload it came from (``newsflow.core.alignment``)."""
 
     seq: str
     article: Article
+    epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +53,18 @@ class HealthReport:
     seq: str
     record: JsonRecord
     report: bool = True
+    epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """Event time moved to ``watermark``; every item of the input up to ``cut`` was sent before."""
+    """A source's event time moved into ``bucket`` (``watermark // tick_ms``; ``END``: the source
+    ended): every item of that source with an epoch ``< bucket`` was sent before. ``source`` is
+    the upstream key (an input partition, a dedup shard), filled in by the wiring."""
 
-    cut: str
+    bucket: int
     watermark: int
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,7 @@ class Deduped:
     seq: str
     article: Article
     info: DedupInfo
+    epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
