@@ -2,11 +2,12 @@
 
 Runs ``newsflow run`` (tail mode) as a child process once per event-time tick setting, in the
 same invocation, and produces live payloads (``fetched_at`` = now, 1-3 new items each, one
-feed per poll round-robin) at a steady rate, plus the poller's heartbeat (``__tick__`` every
-30 s, its default). Every item's title carries a marker; the latency of an item is the time its
+feed per poll round-robin) at a steady rate, plus the poller's heartbeat (``__tick__`` to every
+partition of ``feeds.raw`` every ``PollerConfig().heartbeat_s``, its default). Every item's title carries a marker; the latency of an item is the time its
 article record is consumed minus the time its payload was produced.
 
     .venv/bin/python bench/bench_latency.py [--seconds 60] [--rate 2] [--ticks 60000,1000]
+        [--partitions N]        # feeds.raw partitions (payloads keyed by feed)
         [--brokers HOST:PORT]   # default: start a local broker from scripts/kafka
 """
 
@@ -63,12 +64,20 @@ def percentiles(xs: list[float]) -> dict[str, float]:
     return {"n": len(xs), "p50": p(0.50), "p90": p(0.90), "p99": p(0.99), "max": round(xs[-1], 3)}
 
 
-def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path) -> dict[str, object]:
+def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path,
+            partitions: int = 1) -> dict[str, object]:
+    from newsflow.connectors.poller import PollerConfig
+
+    heartbeat_s = PollerConfig().heartbeat_s
     suffix = uuid.uuid4().hex[:6]
     names = {k: f"{v}.{suffix}" for k, v in TOPICS}
     cfg = work / f"settings-{tick_ms}.toml"
-    cfg.write_text(f"[flow]\nlive_tick_seconds = {tick_ms / 1000}\n[kafka.topics]\n"
+    cfg.write_text(f"[flow]\nlive_tick_seconds = {tick_ms / 1000}\n[kafka]\npartitions = {partitions}\n"
+                   "[kafka.topics]\n"
                    + "\n".join(f'{k} = "{v}"' for k, v in names.items()) + "\n")
+    from newsflow.connectors.topics import create_topics
+
+    create_topics(brokers, [names["raw"]], partitions=partitions)  # before the heartbeats name partitions
     log = (work / f"run-{tick_ms}.log").open("wb")
     child = subprocess.Popen(
         [sys.executable, "-m", "newsflow.cli.main", "run", "--brokers", brokers, "--config", str(cfg)],
@@ -103,8 +112,10 @@ def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path)
     last_hb = 0.0
     while time.time() < t_end:
         now = time.time()
-        if now - last_hb >= 30:
-            p.produce(names["raw"], envelope("__tick__", None, int(now * 1000)), key=b"__tick__")
+        if now - last_hb >= heartbeat_s:
+            for part in range(partitions):
+                p.produce(names["raw"], envelope("__tick__", None, int(now * 1000)), key=b"__tick__",
+                          partition=part)
             last_hb = now
         feed = feeds[n % len(feeds)]
         items = [(f"{suffix}-{n}-{j}", f"lat-{n}-{j} {feed} story number {n} item {j}") for j in range(1 + n % 3)]
@@ -125,7 +136,7 @@ def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path)
     log.close()
     lat = [got[k] - sent[k] for k in sent if k in got and int(k.split("-")[1]) >= (measuring_from or 0)]
     measured = [k for k in sent if int(k.split("-")[1]) >= (measuring_from or 0)]
-    return {"tick_ms": tick_ms, "items_sent": len(measured), "items_received": len(lat),
+    return {"tick_ms": tick_ms, "partitions": partitions, "heartbeat_s": heartbeat_s, "items_sent": len(measured), "items_received": len(lat),
             "latency_s": percentiles(lat)}
 
 
@@ -134,6 +145,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--rate", type=float, default=2.0, help="payloads per second")
     ap.add_argument("--ticks", default="60000,1000", help="live_tick_ms values to compare")
+    ap.add_argument("--partitions", type=int, default=1, help="feeds.raw partitions")
     ap.add_argument("--brokers")
     args = ap.parse_args()
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"newsflow-lat-{uuid.uuid4().hex[:6]}"
@@ -148,7 +160,8 @@ def main() -> None:
         broker.start()
         brokers = broker.bootstrap
     try:
-        res = [measure(brokers, int(t), args.seconds, args.rate, work) for t in args.ticks.split(",")]
+        res = [measure(brokers, int(t), args.seconds, args.rate, work, args.partitions)
+               for t in args.ticks.split(",")]
     finally:
         if broker is not None:
             broker.stop()

@@ -466,8 +466,10 @@ class PollerSettings(Section):
     per_domain_concurrency: int = Field(2, ge=1, le=100)
     #: Bytewax source partitions (feeds sharded by registrable domain); keep it stable
     partitions: int = Field(4, ge=1, le=1024)
-    #: heartbeat tick to every feeds.raw partition every N seconds (0: off)
-    heartbeat_s: float = Field(30.0, ge=0)
+    #: heartbeat tick to every feeds.raw partition every N seconds (0: off). The flow merges the
+    #: partitions on event time, so an item waits until every partition has passed its tick: a
+    #: quiet partition speaks only through heartbeats, which bound the live latency
+    heartbeat_s: float = Field(1.0, ge=0)
     #: bodies larger than this go to ``blob_dir`` (``body_ref``) instead of inline base64
     max_inline_body_bytes: int = Field(700_000, ge=1)
     #: where bodies over the inline limit are stored; unset: they are reported ``too_large``

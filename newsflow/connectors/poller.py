@@ -110,7 +110,7 @@ class PollerConfig:
     #: Bytewax source partitions (feeds sharded by registrable domain); keep it stable
     partitions: int = 4
     #: heartbeat tick to every feeds.raw partition every N seconds (0: off)
-    heartbeat_s: float = 30.0
+    heartbeat_s: float = 1.0
     #: bodies larger than this go to ``blob_dir`` (``body_ref``) instead of inline base64;
     #: 700 kB -> ~933 kB of base64, under Kafka's default 1 MB message limit
     max_inline_body_bytes: int = 700_000
