@@ -175,3 +175,31 @@ def test_the_archive_splits_by_feed_into_partitions_that_each_end_with_a_marker(
     lines = demo_archive.read_bytes().splitlines()
     assert sorted(seen) == [f"{i:012d}" for i in range(len(lines))]  # every line once, numbered globally
     assert len(set(seen.values())) >= 2  # the demo's 12 feeds really are split
+
+
+def test_two_machines_joined_by_addresses_give_the_same_records(demo_archive: Path, outputs: dict[str, list[bytes]],
+                                                                tmp_path: Path) -> None:
+    """The README's several-machines command (``bytewax.run -i N -a "host:port;host:port"``), both
+    processes on this machine: every record equals the one-process run's."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    addresses = ";".join(f"127.0.0.1:{p}" for p in ports)
+    env = {**os.environ, "NEWSFLOW_INPUT": str(demo_archive), "NEWSFLOW_OUT": str(tmp_path / "two")}
+    root = Path(__file__).resolve().parents[1]
+    procs = [subprocess.Popen([sys.executable, "-m", "bytewax.run", "flows.entry:file_flow", "-i", str(i),
+                               "-a", addresses], env=env, cwd=root) for i in range(2)]
+    try:
+        assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    finally:
+        for p in procs:
+            p.kill()
+    for t in TOPICS:
+        assert sorted((tmp_path / "two" / f"{t}.jsonl").read_bytes().splitlines()) == sorted(outputs[t]), t
