@@ -37,6 +37,20 @@ def test_a_real_gap_is_confirmed_by_a_second_feed() -> None:
     assert not judge_fetched_at(gap + 3 * TOL, "b", WM, first.candidate, tolerance_ms=TOL).accept
 
 
+def test_a_partition_with_one_feed_confirms_a_gap_with_that_feed_s_next_payload() -> None:
+    """A replay split by feed gives some partitions a single feed: its real gaps (here a quiet
+    week) pass when its next payload agrees; a lone bad message is still discarded."""
+    gap = WM + 7 * 24 * H
+    first = judge_fetched_at(gap, "a", WM, None, tolerance_ms=TOL, sole_feed=True, seq="0:7", held=b"x")
+    assert not first.accept
+    nxt = judge_fetched_at(gap + H, "a", WM, first.candidate, tolerance_ms=TOL, sole_feed=True)
+    assert nxt.accept and nxt.confirmed == JumpCandidate(gap, "a", "0:7", b"x")
+    # without the sole-feed condition the same sequence is refused (a feed can't vouch for itself)
+    assert not judge_fetched_at(gap + H, "a", WM, first.candidate, tolerance_ms=TOL).accept
+    normal = judge_fetched_at(WM + H, "a", WM, first.candidate, tolerance_ms=TOL, sole_feed=True)
+    assert normal.accept and normal.discarded == first.candidate
+
+
 def test_the_edge_reference_clock_rejects_even_the_first_payload() -> None:
     v = judge_fetched_at(WM + 2 * TOL, "a", 0, None, tolerance_ms=TOL, reference_ms=WM)
     assert not v.accept and "edge clock" in v.detail

@@ -155,7 +155,12 @@ def test_two_worker_processes_give_the_same_records(demo_archive: Path, outputs:
 
 
 def test_the_archive_splits_by_feed_into_partitions_that_each_end_with_a_marker(demo_archive: Path) -> None:
-    from newsflow.connectors.files import END_OF_PARTITION, RawArchiveSource, line_feed, partition_of
+    from newsflow.connectors.files import (
+        END_OF_PARTITION,
+        RawArchiveSource,
+        line_feed,
+        partition_of,
+    )
 
     src = RawArchiveSource(demo_archive, batch_size=7, partitions=4)
     assert src.list_parts() == ["0000", "0001", "0002", "0003"]

@@ -9,8 +9,10 @@ quiet week) must not stall the flow forever. Rules, with ``tol`` = the tolerance
 * nothing seen yet on the partition (watermark 0) -> accept: the first payload sets the clock;
 * ``fetched <= watermark + tol`` -> accept (late or on time is never a clock problem);
 * further ahead: accept only when a payload of *another feed*, rejected just before, agrees
-  within ``tol`` (two independent feeds confirm the jump); otherwise reject and remember it as
-  the candidate. The caller keeps the candidate with its bytes (``held``) in its snapshotted
+  within ``tol`` (two independent feeds confirm the jump); on a partition that has carried only
+  one feed (a replay split by feed), that feed's next payload agreeing confirms it (there is no
+  other witness; a single bad message is still caught by the next normal one); otherwise reject
+  and remember it as the candidate. The caller keeps the candidate with its bytes (``held``) in its snapshotted
   state: when a second feed confirms the jump (``ClockVerdict.confirmed``) it is processed,
   first, so a real gap in a stream loses nothing (one real 34 h gap in the 24-feed archive of
   May 2020, one 4-day gap in the first 20k UCI rows); when the next payload does not confirm it
@@ -46,6 +48,7 @@ class ClockVerdict(NamedTuple):
 def judge_fetched_at(
     fetched_ms: int, feed_id: str, watermark_ms: int, candidate: JumpCandidate | None, *,
     tolerance_ms: int, reference_ms: int | None = None, seq: str = "", held: bytes = b"",
+    sole_feed: bool = False,
 ) -> ClockVerdict:
     """Decide whether a payload fetched at ``fetched_ms`` may enter the flow (see module doc)."""
     if reference_ms is not None and fetched_ms > reference_ms + tolerance_ms:
@@ -54,9 +57,10 @@ def judge_fetched_at(
                             f"(tolerance {tolerance_ms} ms)", candidate)
     if watermark_ms <= 0 or fetched_ms <= watermark_ms + tolerance_ms:
         return ClockVerdict(True, None, "", None, discarded=candidate)
-    if (candidate is not None and candidate.feed_id != feed_id
+    if (candidate is not None and (candidate.feed_id != feed_id or sole_feed)
             and abs(fetched_ms - candidate.fetched_ms) <= tolerance_ms):
-        return ClockVerdict(True, None, "jump confirmed by a second feed", None, candidate)
+        return ClockVerdict(True, None, "jump confirmed by a second feed" if candidate.feed_id != feed_id
+                            else "jump confirmed by the partition's only feed", None, candidate)
     return ClockVerdict(False, FUTURE_FETCHED_AT,
                         f"fetched_at is {fetched_ms - watermark_ms} ms ahead of the partition's event time "
                         f"(tolerance {tolerance_ms} ms; a second feed agreeing would confirm the jump)",

@@ -145,6 +145,8 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         self.candidate: JumpCandidate | None = st.get("clock_candidate")
         #: each feed's last payload, so re-polls skip parsing / normalization (same output)
         self.repolls: RepollMemory = st.get("repolls") or RepollMemory()
+        #: up to two feed ids seen on this partition (one: a gap is confirmed by that feed)
+        self.feeds: list[str] = st.get("feeds", [])
 
     def on_item(self, value: tuple[str, bytes]) -> tuple[Iterable[ParseOutput], bool]:
         seq, raw = value
@@ -180,8 +182,11 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             out.append(_dl_out(t.deadletter, dl))
             return out
         # one message with a bad clock must not move event time (a second feed confirms a gap)
+        if len(self.feeds) < 2 and payload.feed_id not in self.feeds:
+            self.feeds.append(payload.feed_id)
         v = judge_fetched_at(payload.fetched_at_ms, payload.feed_id, self.wm, self.candidate,
-                             tolerance_ms=self.s.flow.clock_jump_tolerance_ms, seq=seq, held=raw)
+                             tolerance_ms=self.s.flow.clock_jump_tolerance_ms, seq=seq, held=raw,
+                             sole_feed=len(self.feeds) == 1)
         self.candidate = v.candidate  # held in the snapshot until confirmed or discarded
         if v.discarded is not None:
             out.append(self._clock_deadletter(v.discarded))
@@ -254,7 +259,8 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
 
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_PARSE, {"watermark": self.wm, "bucket": self.bucket,
-                                          "clock_candidate": self.candidate, "repolls": self.repolls},
+                                          "clock_candidate": self.candidate, "repolls": self.repolls,
+                                          "feeds": self.feeds},
                              freeze=self.recovery)
 
 
