@@ -9,8 +9,18 @@ TOL = 24 * H
 WM = 1_772_431_200_000
 
 
-def test_first_payload_sets_the_clock_and_on_time_or_late_is_accepted() -> None:
-    assert judge_fetched_at(WM, "a", 0, None, tolerance_ms=TOL).accept
+def test_first_payload_waits_for_a_second_opinion_and_on_time_or_late_is_accepted() -> None:
+    first = judge_fetched_at(WM, "a", 0, None, tolerance_ms=TOL, seq="0:0")
+    assert not first.accept and first.reason is None and first.candidate == JumpCandidate(WM, "a", "0:0")
+    agree = judge_fetched_at(WM + H, "b", 0, first.candidate, tolerance_ms=TOL)
+    assert agree.accept and agree.confirmed == first.candidate and agree.candidate is None
+    # a far-future first payload: the earlier second one starts the clock, the first stays a candidate
+    ahead = judge_fetched_at(WM + 7 * TOL, "bad", 0, None, tolerance_ms=TOL).candidate
+    v = judge_fetched_at(WM, "a", 0, ahead, tolerance_ms=TOL)
+    assert v.accept and v.candidate == ahead and v.confirmed is None
+    # and the other way round: the held first one starts it, the far-future second is judged
+    v = judge_fetched_at(WM + 7 * TOL, "bad", 0, first.candidate, tolerance_ms=TOL)
+    assert not v.accept and v.confirmed == first.candidate and v.candidate is not None
     assert judge_fetched_at(WM - 100 * H, "a", WM, None, tolerance_ms=TOL).accept  # late
     assert judge_fetched_at(WM + TOL, "a", WM, None, tolerance_ms=TOL).accept  # at the edge
 

@@ -15,7 +15,8 @@ import orjson
 import pytest
 
 from newsflow.cli.main import run_file_flow
-from newsflow.connectors.files import write_archive
+from newsflow.config import Settings
+from newsflow.connectors.files import partition_of, write_archive
 from newsflow.connectors.inflight import InflightJournal
 from newsflow.model.records import RawPayload
 from newsflow.samples.demo import demo_payloads
@@ -62,8 +63,9 @@ def test_a_message_that_kills_the_process_is_dead_lettered_on_resume(tmp_path: P
     expected = _articles(tmp_path / "expected")
 
     rec, out = tmp_path / "recovery", tmp_path / "out"
-    seq = f"0000:{30:012d}"  # the file source's position of the poison payload
-    journal = rec / "inflight" / "0000.json"
+    part = partition_of("poison-feed", Settings().flow.file_partitions)  # the file source's split by feed
+    seq = f"{part}:{30:012d}"  # the file source's position of the poison payload
+    journal = rec / "inflight" / f"{part}.json"
     for _ in range(2):  # poison_after_crashes = 2: two processes die on it
         _kill_when_parsing(archive, out, rec, journal, seq)
     p = _start(archive, out, rec)

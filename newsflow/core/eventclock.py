@@ -6,7 +6,11 @@ no later real window ever closed), yet a real gap in a stream (a replay of an ar
 quiet week) must not stall the flow forever. Rules, with ``tol`` = the tolerance:
 
 * ``fetched > reference + tol`` (live mode: the poller's or broker's time at the edge) -> reject;
-* nothing seen yet on the partition (watermark 0) -> accept: the first payload sets the clock;
+* nothing seen yet on the partition (watermark 0): the first payload is held (not rejected)
+  until a second one gives an opinion: if they agree within ``tol`` both pass; if not, the
+  earlier one starts the clock and the later one is judged against it (a far-future first
+  payload no longer sets a partition's clock). A partition's only payload passes at its end.
+  With an edge reference (live), that reference is the second opinion: the first payload passes;
 * ``fetched <= watermark + tol`` -> accept (late or on time is never a clock problem);
 * further ahead: accept only when a payload of *another feed*, rejected just before, agrees
   within ``tol`` (two independent feeds confirm the jump); on a partition that has carried only
@@ -55,7 +59,20 @@ def judge_fetched_at(
         return ClockVerdict(False, FUTURE_FETCHED_AT,
                             f"fetched_at is {fetched_ms - reference_ms} ms ahead of the edge clock "
                             f"(tolerance {tolerance_ms} ms)", candidate)
-    if watermark_ms <= 0 or fetched_ms <= watermark_ms + tolerance_ms:
+    here = JumpCandidate(fetched_ms, feed_id, seq, held)
+    if watermark_ms <= 0 and reference_ms is not None:  # live: the edge clock is the second opinion
+        return ClockVerdict(True, None, "", None, discarded=candidate)
+    if watermark_ms <= 0:  # the partition's first payloads: the earliest of two starts the clock
+        if candidate is None:
+            return ClockVerdict(False, None, "the partition's first payload: held for a second opinion", here)
+        if fetched_ms < candidate.fetched_ms - tolerance_ms:  # this one starts it; the held one is ahead
+            return ClockVerdict(True, None, "", candidate)
+        if fetched_ms <= candidate.fetched_ms + tolerance_ms:
+            return ClockVerdict(True, None, "first payloads agree", None, candidate)
+        return ClockVerdict(False, FUTURE_FETCHED_AT,
+                            f"fetched_at is {fetched_ms - candidate.fetched_ms} ms ahead of the partition's first "
+                            f"payload (tolerance {tolerance_ms} ms)", here, candidate)
+    if fetched_ms <= watermark_ms + tolerance_ms:
         return ClockVerdict(True, None, "", None, discarded=candidate)
     if (candidate is not None and (candidate.feed_id != feed_id or sole_feed)
             and abs(fetched_ms - candidate.fetched_ms) <= tolerance_ms):
@@ -64,4 +81,4 @@ def judge_fetched_at(
     return ClockVerdict(False, FUTURE_FETCHED_AT,
                         f"fetched_at is {fetched_ms - watermark_ms} ms ahead of the partition's event time "
                         f"(tolerance {tolerance_ms} ms; a second feed agreeing would confirm the jump)",
-                        JumpCandidate(fetched_ms, feed_id, seq, held), discarded=candidate)
+                        here, discarded=candidate)

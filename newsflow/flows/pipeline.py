@@ -190,22 +190,29 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         self.candidate = v.candidate  # held in the snapshot until confirmed or discarded
         if v.discarded is not None:
             out.append(self._clock_deadletter(v.discarded))
+        if v.confirmed is not None:  # the held payload was right after all: it goes first
+            out.extend(self._payload(v.confirmed.seq, v.confirmed.held, decode_raw(v.confirmed.held)))
         if not v.accept:
             if v.candidate is None or v.candidate.seq != seq:  # rejected outright (edge clock)
                 out.append(self._clock_deadletter(JumpCandidate(payload.fetched_at_ms, payload.feed_id, seq, raw)))
             return out
-        if v.confirmed is not None:  # the held payload was a real gap after all: it goes first
-            out.extend(self._payload(v.confirmed.seq, v.confirmed.held, decode_raw(v.confirmed.held)))
         out.extend(self._payload(seq, raw, payload))
         return out
 
     def on_eof(self) -> tuple[Iterable[ParseOutput], bool]:
-        held, self.candidate = self.candidate, None
-        return [*([self._clock_deadletter(held)] if held else []), *self._end()], StatefulLogic.RETAIN
+        return self._end(), StatefulLogic.RETAIN
 
     def _end(self) -> list[ParseOutput]:
-        """This partition sends nothing more: the shards' merge stops waiting for it."""
-        return [ToShard(k, Tick(END, self.wm)) for k in self.keys]
+        """This partition sends nothing more: a payload still held is processed (the partition's
+        only one) or dead-lettered (an unconfirmed jump), and the shards' merge stops waiting."""
+        held, self.candidate = self.candidate, None
+        out: list[ParseOutput] = []
+        if held is not None and self.wm <= 0:
+            out.extend(self._payload(held.seq, held.held, decode_raw(held.held)))
+        elif held is not None:
+            out.append(self._clock_deadletter(held))
+        out.extend(ToShard(k, Tick(END, self.wm)) for k in self.keys)
+        return out
 
     def _clock_deadletter(self, c: JumpCandidate) -> Output:
         dl = make_deadletter("envelope", FUTURE_FETCHED_AT,
