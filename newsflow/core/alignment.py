@@ -60,6 +60,11 @@ class EpochMerge:
     #: items with epoch < done were released
     done: int = -(1 << 62)
     watermark: int = 0
+    #: each source's latest bucket; their minimum and how many sources sit at it (a tick from a
+    #: source above the minimum cannot release anything: O(1) for most ticks)
+    _last: dict[str, int] = field(default_factory=dict)
+    _frontier: int = -(1 << 62)
+    _at_min: int = 0
 
     def add_item(self, epoch: int, seq: str, item: Any) -> None:
         part, _, offset = seq.partition(":")
@@ -67,16 +72,26 @@ class EpochMerge:
 
     def add_tick(self, source: str, bucket: int, wm: int) -> list[Release]:
         """Record one source's tick; returns the releases it completes (usually 0 or 1)."""
-        if source not in self.sources:
+        last = self._last.get(source)
+        if last is None and source not in self.sources:
             msg = f"tick from unknown source {source!r} (sources: {', '.join(self.sources)})"
             raise ValueError(msg)
-        ticks = self._ticks.setdefault(source, [])
-        if ticks and bucket <= ticks[-1][0]:
+        if last is not None and bucket <= last:
             return []  # a re-sent tick (at-least-once) changes nothing
-        ticks.append((bucket, wm))
-        if len(self._ticks) < len(self.sources):
+        self._ticks.setdefault(source, []).append((bucket, wm))
+        self._last[source] = bucket
+        if last is None:
+            if len(self._last) < len(self.sources):
+                return []
+            self._recount()
+        elif last == self._frontier:
+            self._at_min -= 1
+            if self._at_min > 0:
+                return []
+            self._recount()
+        else:
             return []
-        frontier = min(t[-1][0] for t in self._ticks.values() if t)
+        frontier = self._frontier
         if frontier <= self.done:
             return []
         bounds = sorted({b for t in self._ticks.values() for b, _ in t if self.done < b <= frontier})
@@ -101,6 +116,10 @@ class EpochMerge:
                     ts.pop(0)
         del self._buffer[:start]
         return out
+
+    def _recount(self) -> None:
+        self._frontier = min(self._last.values())
+        self._at_min = sum(1 for v in self._last.values() if v == self._frontier)
 
     def drain(self) -> list[Any]:
         """End of input: everything left, in merge order."""
