@@ -6,12 +6,12 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from newsflow.config import ProfilesSettings
 from newsflow.profiles.config import (
     WEEK_MS,
     ProfileRates,
     ProfileSpec,
     TopicSubscription,
-    profiles_from_dict,
 )
 from newsflow.profiles.interactions import InteractionError, parse_interaction
 from newsflow.profiles.rank import with_relevance
@@ -129,9 +129,10 @@ def test_interactions_are_checked() -> None:
 
 
 def test_profiles_config() -> None:
-    cfg = profiles_from_dict({"rates": {"read": 0.3},
-                              "profile": {"sci": {"topics": {"space": ["nasa", "orbit"]}, "digests": ["rolling"]}}})
+    cfg = ProfilesSettings.model_validate({
+        "rates": {"read": 0.3}, "profile": {"sci": {"topics": {"space": ["nasa", "orbit"]}, "digests": ["rolling"]}}},
+    ).to_config()
     assert cfg.names == ["default", "sci"] and cfg.rates.read == 0.3
     assert cfg.get("default").empty and [p.name for p in cfg.with_digests] == ["sci"]
-    with pytest.raises(ValueError, match="unknown keys"):
-        profiles_from_dict({"profile": {"x": {"topic": {}}}})
+    with pytest.raises(ValueError, match="topic"):
+        ProfilesSettings.model_validate({"profile": {"x": {"topic": {}}}})

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from newsflow.cli.main import run_file_flow
+from newsflow.config import ProfilesSettings
 from newsflow.connectors.files import write_archive
-from newsflow.profiles.config import profiles_from_dict
 from newsflow.samples.reader_week import reader_interactions, week_payloads
 from newsflow.wire.contracts import validate
 
@@ -19,11 +19,12 @@ TOPICS = ("articles", "digests", "feed-health", "deadletter")
 SUBSCRIPTIONS = {"digests": ["evening_recap"],
                  "topics": {"science": {"keywords": ["research", "scientists", "study"], "weight": 1.0},
                             "sports": {"keywords": ["match", "league", "goal", "striker"], "weight": 2.0}}}
-PROFILES = profiles_from_dict({"profile": {
+PROFILES_SECTION = ProfilesSettings.model_validate({"profile": {
     "reader": SUBSCRIPTIONS,
     "twin": SUBSCRIPTIONS,  # the same subscriptions, no interactions: what the reader had before
     "other": {"digests": ["evening_recap"], "categories": ["news"]},
 }})
+PROFILES = PROFILES_SECTION.to_config()
 
 
 def _read(out: Path) -> dict[str, list[bytes]]:
@@ -137,12 +138,66 @@ categories = ["science"]
 science = { keywords = ["research", "scientists", "study"], weight = 1.0 }
 sports = { keywords = ["match", "league", "goal", "striker"], weight = 2.0 }
 """)
-    assert main(["profile", "show", "reader", "--profiles", str(toml)]) == 0
+    assert main(["profile", "show", "reader", "--config", str(toml)]) == 0
     out = capsys.readouterr().out
     assert "profile reader (configured)" in out and out.index("leagu") < out.index("research")
     digests = Path(week["dir"]) / "learn" / "digests.jsonl"
-    assert main(["profile", "show", "reader", "--profiles", str(toml), "--digests", str(digests)]) == 0
+    assert main(["profile", "show", "reader", "--config", str(toml), "--digests", str(digests)]) == 0
     out = capsys.readouterr().out
     assert "learned, as of 2026-03-10T18:00:00Z" in out
     assert out.index("research") < out.index("leagu")
-    assert main(["profile", "show", "ghost", "--profiles", str(toml)]) == 2
+    assert main(["profile", "show", "ghost", "--config", str(toml)]) == 2
+
+
+def test_an_exception_in_a_profile_step_is_a_dead_letter_and_the_flow_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One interaction that makes the interactions step raise and one that makes the profile
+    step raise: two ``internal_error`` dead letters (counted), every other interaction applied."""
+    import newsflow.flows.profiles as fp
+    from newsflow.flows import metrics
+    from newsflow.profiles.state import ProfileState
+
+    archive = tmp_path / "feeds.raw.jsonl"
+    write_archive(week_payloads(days=2), archive)
+    run_file_flow(str(archive), str(tmp_path / "plain"))
+    arts = [orjson.loads(x) for x in (tmp_path / "plain" / "articles.jsonl").read_bytes().splitlines()]
+    ix = reader_interactions(arts)
+    assert len(ix) > 10
+    bad_parse, bad_apply = ix[3], ix[5]
+    parse, apply = fp.parse_interaction, ProfileState.apply
+    applied: list[str] = []
+    raised: list[int] = []
+
+    def flaky_parse(seq: str, raw: bytes, known: frozenset[str]) -> object:
+        if orjson.loads(raw) == bad_parse:
+            raise RuntimeError("bug in checking")
+        return parse(seq, raw, known)
+
+    def flaky_apply(self: ProfileState, action: str, vector: dict, at_ms: int, *a: object, **k: object) -> None:
+        if at_ms == fp.iso_to_ms(bad_apply["at"]) and self.name == "reader" and not raised:
+            raised.append(at_ms)
+            raise RuntimeError("bug in learning")
+        applied.append(self.name)
+        apply(self, action, vector, at_ms, *a, **k)
+
+    monkeypatch.setattr(fp, "parse_interaction", flaky_parse)
+    monkeypatch.setattr(ProfileState, "apply", flaky_apply)
+    ix_path = tmp_path / "interactions.jsonl"
+    ix_path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in ix))
+    before = {st: metrics.DEADLETTERS.labels(st, "internal_error")._value.get() for st in ("interactions", "profiles")}
+    run_file_flow(str(archive), str(tmp_path / "out"), interactions_path=str(ix_path), profiles=PROFILES)
+    out = _read(tmp_path / "out")
+    dls = [orjson.loads(x) for x in out["deadletter"]]
+    got = sorted((d["stage"], d["reason"], d["detail"]) for d in dls if d["reason"] == "internal_error")
+    assert got == [("interactions", "internal_error", "RuntimeError: bug in checking"),
+                   ("profiles", "internal_error", "RuntimeError: bug in learning")]
+    import base64
+
+    kept = {d["stage"]: orjson.loads(base64.b64decode(d["original_b64"])) for d in dls if d["reason"] == "internal_error"}
+    # the original records, to replay (the first interaction at bad_apply's time raised)
+    assert kept["interactions"] == bad_parse and kept["profiles"]["at"] == bad_apply["at"]
+    assert kept["profiles"] in ix
+    for st in ("interactions", "profiles"):
+        assert metrics.DEADLETTERS.labels(st, "internal_error")._value.get() == before[st] + 1
+    assert len(applied) == len(ix) - 2  # every other interaction was learned
+    assert _digests(out["digests"], "reader"), "the reader's digests still come"

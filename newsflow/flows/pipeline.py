@@ -595,10 +595,11 @@ def newsflow_steps(
     to_digests = op.filter_map("to_digests", storied, lambda kv: None if isinstance(kv[1], StoryUpdate)
                                else (DIGESTS_KEY, FromShard(kv[0], kv[1])))
     extra: list[Stream[Output]] = []
-    if interactions is not None and profiles is not None:
+    if profiles is not None:
         from newsflow.flows.profiles import profile_steps
 
-        dls, learned = profile_steps(storied, interactions, settings, profiles, ix_partitions=ix_partitions,
+        dls, learned = profile_steps(storied, interactions, settings, profiles,
+                                     ix_partitions=ix_partitions if interactions is not None else 0,
                                      recovery=recovery)
         extra.append(dls)
         to_digests = op.merge("digests_in", to_digests, op.map("profiles_to_digest_key", learned,
@@ -644,13 +645,13 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
     flow = Dataflow("newsflow_files")
     src = op.input("raw_in", flow, RawArchiveSource(input_path))
     keyed = op.map("key_by_partition", src, lambda item: ("p" + item[0].split(":", 1)[0], item))
-    ix = None
+    ix, n_ix = None, 0
     if interactions_path is not None:
         ix_src = op.input("interactions_in", flow, RawArchiveSource(interactions_path))
         ix = op.map("key_interactions", ix_src, lambda item: ("ix" + item[0].split(":", 1)[0], item))
-        profiles = profiles or ProfilesConfig()
+        profiles, n_ix = profiles or ProfilesConfig(), 1
     outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles,
-                          inflight_dir=inflight_dir)
+                          ix_partitions=n_ix, inflight_dir=inflight_dir)
     t = settings.kafka.topics
     topics = [t.articles, t.digests, t.feed_health, t.deadletter, t.stories]
     op.output("files_out", op.map("to_files", outs, lambda o: (o.topic, o.value)), JsonlTopicSink(out_dir, topics))

@@ -46,6 +46,7 @@ from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
+from newsflow.flows.isolation import internal_error, isolated
 from newsflow.model.messages import (
     ArticleVector,
     FromShard,
@@ -205,7 +206,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         assert self.spec is not None, "bound on the first item"
         if len(self.shard_wm) < self.s.stories.shards or len(self.ix_wm) < self.ix_partitions:
             return []
-        c = min(min(self.shard_wm.values()), min(self.ix_wm.values()))
+        c = min([*self.shard_wm.values(), *self.ix_wm.values()])  # no interactions input: the articles'
         if self.clock is not None and c <= self.clock:
             return []
         out: list[ProfileOutput] = []
@@ -233,7 +234,11 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
                                "the interaction's time (never seen, seen later, or expired)", ix.raw, ix.at_ms))
                 continue
             _, terms, names = art
-            self.state.apply(ix.action, dict(terms), ix.at_ms, self.rates, dwell_s=ix.dwell_s, names=dict(names))
+            try:  # one interaction's failure must not lose the others of the batch (or the clock)
+                self.state.apply(ix.action, dict(terms), ix.at_ms, self.rates, dwell_s=ix.dwell_s, names=dict(names))
+            except Exception as e:
+                out.append(internal_error(STEP_PROFILES, self.s.kafka.topics.deadletter, e, (ix.seq, ix.raw),
+                                          self.s.normalize.max_deadletter_original_bytes))
         return out
 
     def _lookup(self, ix: Interaction) -> tuple[int, tuple[tuple[int, float], ...], tuple[tuple[int, str], ...]] | None:
@@ -309,24 +314,28 @@ def _route_interactions(names: list[str]) -> Callable[[tuple[str, InteractionsOu
 
 
 def profile_steps(
-    storied: Stream[tuple[str, object]], interactions: Stream[tuple[str, tuple[str, bytes]]],
+    storied: Stream[tuple[str, object]], interactions: Stream[tuple[str, tuple[str, bytes]]] | None,
     settings: Settings, profiles: ProfilesConfig, *, ix_partitions: int, recovery: bool = False,
 ) -> tuple[Stream[Output], Stream[ProfileOutput]]:
-    """(dead letters for the sinks, profile messages for the digests step)."""
+    """(dead letters for the sinks, profile messages for the digests step). Without an
+    interactions input (``ix_partitions`` 0) the profiles are their subscriptions."""
     names = profiles.names
-    checked = op.stateful(STEP_INTERACTIONS, interactions,
-                          lambda resume: InteractionsLogic(settings, profiles, resume, recovery))
-    dls: Stream[Output] = op.filter_map(
-        "interaction_deadletters", checked, lambda kv: kv[1] if isinstance(kv[1], Output) else None)
-    to_prof = op.merge(
-        "to_profiles",
-        op.flat_map("interactions_to_profiles", checked, _route_interactions(names)),
-        op.flat_map("articles_to_profiles", storied, _to_profiles(names)),
-    )
-    learned = op.stateful(STEP_PROFILES, to_prof,
-                          lambda resume: ProfileLogic(settings, profiles, ix_partitions, resume, recovery))
-    prof_dls: Stream[Output] = op.filter_map(
-        "profile_deadletters", learned, lambda kv: kv[1] if isinstance(kv[1], Output) else None)
+    to_articles = op.flat_map("articles_to_profiles", storied, _to_profiles(names))
+    dls: list[Stream[Output]] = []
+    if interactions is None:
+        to_prof = to_articles
+    else:
+        checked = op.stateful(STEP_INTERACTIONS, interactions,
+                              isolated(STEP_INTERACTIONS, settings,
+                                       lambda resume: InteractionsLogic(settings, profiles, resume, recovery)))
+        dls.append(op.filter_map(
+            "interaction_deadletters", checked, lambda kv: kv[1] if isinstance(kv[1], Output) else None))
+        to_prof = op.merge("to_profiles", op.flat_map("interactions_to_profiles", checked, _route_interactions(names)),
+                           to_articles)
+    learned = op.stateful(STEP_PROFILES, to_prof, isolated(
+        STEP_PROFILES, settings, lambda resume: ProfileLogic(settings, profiles, ix_partitions, resume, recovery)))
+    dls.append(op.filter_map(
+        "profile_deadletters", learned, lambda kv: kv[1] if isinstance(kv[1], Output) else None))
     to_digests: Stream[ProfileOutput] = op.filter_map(
         "profiles_to_digests", learned, lambda kv: None if isinstance(kv[1], Output) else kv[1])
-    return op.merge("profile_dead_letters", dls, prof_dls), to_digests
+    return op.merge("profile_dead_letters", *dls), to_digests
