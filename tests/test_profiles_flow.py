@@ -201,3 +201,19 @@ def test_an_exception_in_a_profile_step_is_a_dead_letter_and_the_flow_goes_on(
         assert metrics.DEADLETTERS.labels(st, "internal_error")._value.get() == before[st] + 1
     assert len(applied) == len(ix) - 2  # every other interaction was learned
     assert _digests(out["digests"], "reader"), "the reader's digests still come"
+
+
+def test_demo_takes_the_profiles_from_the_configuration(week: dict, tmp_path: Path) -> None:
+    from newsflow.cli.main import main
+    from newsflow.config import Settings, show
+
+    cfg = tmp_path / "newsflow.toml"
+    cfg.write_text(show(Settings(profiles=PROFILES_SECTION), {}))
+    out = tmp_path / "demo"
+    assert main(["demo", "--input", str(week["archive"]), "--config", str(cfg), "--interactions", str(week["ix"]),
+                 "--out", str(out)]) == 0
+    assert _read(out)["digests"] == week["learn"]["digests"]  # the same profiles as in code
+    # profiles configured, no interactions: their digests from the subscriptions alone
+    assert main(["demo", "--input", str(week["archive"]), "--config", str(cfg), "--out", str(tmp_path / "d2")]) == 0
+    twin = _digests(_read(tmp_path / "d2")["digests"], "reader")
+    assert [d["sections"] for d in twin] == [d["sections"] for d in _digests(week["learn"]["digests"], "twin")]

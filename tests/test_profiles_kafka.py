@@ -1,28 +1,27 @@
 """Interest profiles on a REAL Kafka broker: the README's producer example publishes a reader's
 clicks to ``interactions``; the flow reads ``feeds.raw`` + ``interactions`` and the profile's
-digests equal the file-mode run's (event time only: the same records)."""
+digests equal the file-mode run's (event time only: the same records). The flow is
+``newsflow run --config F`` with the profiles in F's ``[profiles]`` section."""
 
 from __future__ import annotations
 
 import re
 import uuid
-from datetime import timedelta
 from pathlib import Path
 
 import orjson
 import pytest
-from bytewax.testing import run_main
 
+from newsflow.cli.main import main as cli_main
 from newsflow.cli.main import run_file_flow
-from newsflow.config import KafkaSettings, Settings, Topics
+from newsflow.config import KafkaSettings, Settings, Topics, show
 from newsflow.connectors.files import write_archive
 from newsflow.connectors.topics import ensure_topics, produce_values
-from newsflow.flows.pipeline import kafka_flow
 from newsflow.samples.reader_week import reader_interactions, week_payloads
 from newsflow.wire.codec import encode_raw
 from newsflow.wire.contracts import validate
 from tests.kafka_fixture import consume_all
-from tests.test_profiles_flow import PROFILES
+from tests.test_profiles_flow import PROFILES, PROFILES_SECTION
 
 pytestmark = pytest.mark.kafka
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -57,7 +56,11 @@ def test_readme_producer_feeds_profiles_on_kafka(kafka_bootstrap: str, tmp_path:
         validate("interactions", m.value())
         assert m.key() == b"reader"
 
-    run_main(kafka_flow(brokers, settings, tail=False, profiles=PROFILES), epoch_interval=timedelta(seconds=5))
+    # `newsflow run` with the profiles in its --config: interactions are its second input
+    cfg = tmp_path / "newsflow.toml"
+    cfg.write_text(show(settings.model_copy(update={"profiles": PROFILES_SECTION}), {}))
+    assert cli_main(["run", "--brokers", kafka_bootstrap, "--config", str(cfg), "--until-eof",
+                     "--metrics-port", "0"]) == 0
     got = [orjson.loads(m.value()) for m in consume_all(kafka_bootstrap, topics.digests)]
     mine = sorted((d["digest_id"], d["sections"]) for d in got if (d.get("profile") or {}).get("id") == "reader")
     assert mine, "no digest for the reader profile"
