@@ -537,6 +537,7 @@ class ProfileSettings(Section):
                            digests=tuple(self.digests))
 
 
+_PC = ProfilesConfig()
 _RatesSettings = _section_from(
     ProfileRates, "ProfileRatesSettings",
     decay_per_week=(float, {"ge": 0, "le": 1}), max_terms=(int, {"ge": 1}), max_articles=(int, {"ge": 1}),
@@ -561,6 +562,10 @@ class ProfilesSettings(Section):
     rates: _RatesSettings = _RatesSettings()  # type: ignore[valid-type]
     #: profile name -> its subscriptions (a ``default`` profile, neutral, is added when missing)
     profile: dict[str, ProfileSettings] = Field(default_factory=dict)
+    #: with a configured ``default`` profile, an article fetched at ``f`` gets the relevance of
+    #: the default profile as of ``f - relevance_lag_seconds`` (the interactions' clock may trail
+    #: the articles' by this much before articles wait for it: keep it above the heartbeat)
+    relevance_lag_seconds: float = Field(_PC.relevance_lag_ms / 1000, ge=0, le=7 * 86_400)
 
     @field_validator("profile")
     @classmethod
@@ -587,7 +592,8 @@ class ProfilesSettings(Section):
         specs = {name: p.to_spec(name) for name, p in sorted(self.profile.items())}
         specs.setdefault(DEFAULT_PROFILE, ProfileSpec(DEFAULT_PROFILE))
         ordered = [specs.pop(DEFAULT_PROFILE), *specs.values()]
-        return ProfilesConfig(profiles=tuple(ordered), rates=ProfileRates(**_dump(self.rates)))
+        return ProfilesConfig(profiles=tuple(ordered), rates=ProfileRates(**_dump(self.rates)),
+                              live_relevance=self.live_default, relevance_lag_ms=round(self.relevance_lag_seconds * 1000))
 
 
 # ------------------------------------------------------------------------------ kafka

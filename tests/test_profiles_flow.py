@@ -217,3 +217,71 @@ def test_demo_takes_the_profiles_from_the_configuration(week: dict, tmp_path: Pa
     assert main(["demo", "--input", str(week["archive"]), "--config", str(cfg), "--out", str(tmp_path / "d2")]) == 0
     twin = _digests(_read(tmp_path / "d2")["digests"], "reader")
     assert [d["sections"] for d in twin] == [d["sections"] for d in _digests(week["learn"]["digests"], "twin")]
+
+
+# ------------------------------------------------------------------ live relevance (issue 13.3)
+LIVE_SECTION = ProfilesSettings.model_validate({"profile": {"default": {"topics": SUBSCRIPTIONS["topics"]},
+                                                            "reader": SUBSCRIPTIONS}})
+LIVE = LIVE_SECTION.to_config()
+
+
+@pytest.fixture(scope="module")
+def live(week: dict, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    d = tmp_path_factory.mktemp("live")
+    arts = [orjson.loads(x) for x in week["plain"]["articles"]]
+    ix = d / "interactions.jsonl"  # the default profile's reader: science read, sports skipped
+    ix.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in reader_interactions(arts, profile="default")))
+    run_file_flow(str(week["archive"]), str(d / "live"), interactions_path=str(ix), profiles=LIVE)
+    run_file_flow(str(week["archive"]), str(d / "still"), profiles=LIVE)  # subscriptions only, no clicks
+    return {"ix": ix, "live": _read(d / "live"), "still": _read(d / "still")}
+
+
+def _mean_relevance(lines: list[bytes], category: str, since: str = "") -> float:
+    xs = [r["importance_components"]["relevance"] for r in map(orjson.loads, lines)
+          if r["category"] == category and r["fetched_at"] >= since and r.get("importance_components")]
+    assert xs, category
+    return sum(xs) / len(xs)
+
+
+def test_live_default_profile_sets_relevance_in_every_article_record(week: dict, live: dict) -> None:
+    from newsflow.scoring.importance import COMPONENTS, weighted_importance
+
+    plain = [orjson.loads(x) for x in week["plain"]["articles"]]
+    for run in ("live", "still"):
+        got = [orjson.loads(x) for x in live[run]["articles"]]
+        assert sorted(r["key"] for r in got) == sorted(r["key"] for r in plain)
+        by_key = {r["key"]: r for r in plain}
+        for r in got:
+            validate("articles", r)
+            before = by_key[r["key"]]
+            comps = r["importance_components"]
+            # only the relevance (and the importance it weighs into) changed
+            assert {k: v for k, v in r.items() if k not in ("importance", "importance_components")} == \
+                {k: v for k, v in before.items() if k not in ("importance", "importance_components")}
+            assert {c: comps[c] for c in COMPONENTS if c != "relevance"} == \
+                {c: before["importance_components"][c] for c in COMPONENTS if c != "relevance"}
+            weights = tuple(r["importance_weights"][c] for c in COMPONENTS)
+            assert r["importance"] == round(weighted_importance(comps, weights), 2)
+        assert all(r["importance_components"]["relevance"] != 50 for r in got if r["category"] in ("science", "sports"))
+    # subscriptions only: sports (weight 2) ranks above science all week
+    assert _mean_relevance(live["still"]["articles"], "sports") > _mean_relevance(live["still"]["articles"], "science")
+    # learned from the clicks: by the last days science is the more relevant, sports fell
+    last = "2026-03-08"
+    assert _mean_relevance(live["live"]["articles"], "science", last) > _mean_relevance(live["live"]["articles"], "sports", last)
+    assert _mean_relevance(live["live"]["articles"], "sports", last) < _mean_relevance(live["still"]["articles"], "sports", last)
+
+
+def test_live_relevance_reaches_the_default_digests(week: dict, live: dict) -> None:
+    cat = week["category"]
+    dl = [d for d in _digests(live["live"]["digests"], None) if d["final"] and d["digest_type"] == "evening_recap"]
+    still = [d for d in _digests(live["still"]["digests"], None) if d["final"] and d["digest_type"] == "evening_recap"]
+    assert [d["window_start"] for d in dl] == [d["window_start"] for d in still]
+    assert _top(dl[-1], cat).count("science") > _top(still[-1], cat).count("science")
+
+
+def test_live_relevance_is_byte_identical_with_two_workers(week: dict, live: dict, tmp_path: Path) -> None:
+    run_file_flow(str(week["archive"]), str(tmp_path / "w2"), workers=2, interactions_path=str(live["ix"]),
+                  profiles=LIVE)
+    two = _read(tmp_path / "w2")
+    for t in TOPICS:
+        assert sorted(two[t]) == sorted(live["live"][t]), t

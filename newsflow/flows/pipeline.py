@@ -63,6 +63,7 @@ from newsflow.model.messages import (
     ParseOutput,
     ProfileAt,
     ProfileClock,
+    ProfileVersion,
     ScoredArticle,
     ShardInput,
     ShardWatermark,
@@ -590,20 +591,27 @@ def newsflow_steps(
                               isolated("stories", settings, lambda r: StoriesLogic(settings, r, recovery)))
     stories_split = op.branch("split_stories", stories_all, lambda kv: isinstance(kv[1], Output))
     storied = stories_split.falses
-    articles = op.filter_map("article_outputs", storied, _article_output(settings.kafka.topics.articles))
     stories = op.filter_map("story_outputs", storied, _story_output(settings.kafka.topics.stories))
-    to_digests = op.filter_map("to_digests", storied, lambda kv: None if isinstance(kv[1], StoryUpdate)
-                               else (DIGESTS_KEY, FromShard(kv[0], kv[1])))
     extra: list[Stream[Output]] = []
+    scored: Stream[tuple[str, StoryOutput]] = storied  # type: ignore[assignment]
+    learned = None
     if profiles is not None:
-        from newsflow.flows.profiles import profile_steps
+        from newsflow.flows.profiles import live_relevance_steps, profile_steps
 
         dls, learned = profile_steps(storied, interactions, settings, profiles,
                                      ix_partitions=ix_partitions if interactions is not None else 0,
                                      recovery=recovery)
         extra.append(dls)
-        to_digests = op.merge("digests_in", to_digests, op.map("profiles_to_digest_key", learned,
-                                                                 lambda m: (DIGESTS_KEY, m)))
+        if profiles.live_relevance:  # the default profile's relevance in every article record
+            rel_dls, scored = live_relevance_steps(storied, learned, settings, profiles, story_keys(settings),
+                                                   recovery=recovery)
+            extra.append(rel_dls)
+    articles = op.filter_map("article_outputs", scored, _article_output(settings.kafka.topics.articles))
+    to_digests = op.filter_map("to_digests", scored, lambda kv: None if isinstance(kv[1], StoryUpdate)
+                               else (DIGESTS_KEY, FromShard(kv[0], kv[1])))
+    if learned is not None:
+        to_digests = op.merge("digests_in", to_digests, op.filter_map(
+            "profiles_to_digest_key", learned, lambda m: None if isinstance(m, ProfileVersion) else (DIGESTS_KEY, m)))
     digests = op.stateful(STEP_DIGESTS, to_digests,
                           isolated("digests", settings, lambda r: DigestsLogic(settings, r, recovery, profiles)))
     digest_out = op.map("digest_outputs", digests, lambda kv: kv[1])

@@ -95,6 +95,13 @@ class ProfileRates:
 class ProfilesConfig:
     profiles: tuple[ProfileSpec, ...] = (ProfileSpec(DEFAULT_PROFILE),)
     rates: ProfileRates = field(default_factory=ProfileRates)
+    #: the ``default`` profile's live relevance goes into every scored article record (a
+    #: ``default`` profile is configured); otherwise records keep the scoring step's relevance
+    live_relevance: bool = False
+    #: an article fetched at ``f`` is scored with the default profile as of ``f - lag``: the
+    #: interactions' clock (reader events, heartbeats) may trail the articles' by this much
+    #: before an article waits for it (live latency)
+    relevance_lag_ms: int = 60_000
 
     def get(self, name: str) -> ProfileSpec | None:
         for p in self.profiles:
