@@ -482,12 +482,12 @@ class PollerSettings(Section):
     fetch: _FetchSettings = _FetchSettings()  # type: ignore[valid-type]
     policy: _PolicySettings = _PolicySettings()  # type: ignore[valid-type]
 
-    def to_config(self, topics: Topics | None = None) -> Any:
+    def to_config(self, topics: Topics | None = None, *, interactions_heartbeat: bool = False) -> Any:
         from newsflow.connectors.poller import PollerConfig
 
         d = self.model_dump(exclude={"fetch", "policy"})
         return PollerConfig(topics=topics or Topics(), fetch=FetchConfig(**_dump(self.fetch)),
-                            policy=PollPolicy(**_dump(self.policy)), **d)
+                            policy=PollPolicy(**_dump(self.policy)), interactions_heartbeat=interactions_heartbeat, **d)
 
 
 def _dump(section: Any) -> dict[str, Any]:
@@ -674,8 +674,9 @@ class Settings(Section):
     profiles: ProfilesSettings = ProfilesSettings()
 
     def poller_config(self) -> Any:
-        """The poller's ``PollerConfig`` with the configured topic names."""
-        return self.poller.to_config(self.kafka.topics)
+        """The poller's ``PollerConfig`` with the configured topic names (and, with profiles
+        configured, heartbeats to the ``interactions`` topic too)."""
+        return self.poller.to_config(self.kafka.topics, interactions_heartbeat=self.profiles.configured)
 
 
 #: what old flat keys became (shown in the "unknown key" message)

@@ -128,6 +128,30 @@ def test_interactions_are_checked() -> None:
         assert e.value.reason == reason, raw
 
 
+def test_a_heartbeat_only_moves_the_interactions_clock() -> None:
+    from newsflow.config import Settings
+    from newsflow.flows.profiles import InteractionsLogic
+    from newsflow.model.messages import InteractionClock
+    from newsflow.profiles.interactions import Heartbeat
+    from newsflow.wire.codec import interaction_heartbeat
+    from newsflow.wire.contracts import validate
+
+    hb = interaction_heartbeat(7_200_000)
+    validate("interactions", hb)
+    assert parse_interaction("0:1", orjson.dumps(hb), {"reader"}) == Heartbeat(7_200_000)
+    for bad in ({**hb, "profile_id": "reader"}, {**hb, "article_id": "a"}, {**hb, "heartbeat": False},
+                {k: v for k, v in hb.items() if k != "at"}):
+        with pytest.raises(InteractionError):
+            parse_interaction("0:2", orjson.dumps(bad), {"reader"})
+    cfg = ProfilesSettings.model_validate({"profile": {"reader": {}}}).to_config()
+    logic = InteractionsLogic(Settings(), cfg, None, False)
+    out, _ = logic.on_item(("ix0000:000000000001", orjson.dumps(hb)))
+    assert list(out) == [InteractionClock("ix0000", 7_200_000)]  # the clock, no interaction
+    late = orjson.dumps(interaction_record("reader", "read", 3_600_000, article_id="a1"))
+    [ix] = logic.on_item(("ix0000:000000000002", late))[0]
+    assert ix.at_ms == 7_200_000  # behind the heartbeat: applied at the partition's clock
+
+
 def test_profiles_config() -> None:
     cfg = ProfilesSettings.model_validate({
         "rates": {"read": 0.3}, "profile": {"sci": {"topics": {"space": ["nasa", "orbit"]}, "digests": ["rolling"]}}},

@@ -64,7 +64,7 @@ from newsflow.model.messages import (
     StoryOutput,
 )
 from newsflow.profiles.config import DEFAULT_PROFILE, ProfilesConfig, ProfileSpec
-from newsflow.profiles.interactions import InteractionError, parse_interaction
+from newsflow.profiles.interactions import Heartbeat, InteractionError, parse_interaction
 from newsflow.profiles.rank import live_profile, with_relevance
 from newsflow.profiles.state import ProfileState
 from newsflow.profiles.vectors import article_vector
@@ -112,11 +112,15 @@ class InteractionsLogic(StatefulLogic[tuple[str, bytes], InteractionsOutput, Sna
         except InteractionError as e:
             return [_dl(self.s, e.reason, str(e), raw if isinstance(raw, bytes) else b"", None)], StatefulLogic.RETAIN
         out: list[InteractionsOutput] = []
-        if ix.at_ms < self.wm:  # older than its partition's clock: applied at the clock
-            ix = replace(ix, at_ms=self.wm)
-        out.append(ix)
-        if ix.at_ms > self.wm:
-            self.wm = ix.at_ms
+        if isinstance(ix, Heartbeat):  # only the partition's clock moves
+            at = ix.at_ms
+        else:
+            if ix.at_ms < self.wm:  # older than its partition's clock: applied at the clock
+                ix = replace(ix, at_ms=self.wm)
+            out.append(ix)
+            at = ix.at_ms
+        if at > self.wm:
+            self.wm = at
             b = self.wm // self.s.flow.tick_ms
             if b > self.bucket:
                 self.bucket = b
