@@ -277,6 +277,12 @@ def test_live_relevance_reaches_the_default_digests(week: dict, live: dict) -> N
     still = [d for d in _digests(live["still"]["digests"], None) if d["final"] and d["digest_type"] == "evening_recap"]
     assert [d["window_start"] for d in dl] == [d["window_start"] for d in still]
     assert _top(dl[-1], cat).count("science") > _top(still[-1], cat).count("science")
+    # every item of the default digests carries its lead's live relevance
+    rel = {a["article_id"]: a["importance_components"]["relevance"] for a in map(orjson.loads, live["live"]["articles"])}
+    items = [it for d in _digests(live["live"]["digests"], None) for s in d["sections"] for it in s["items"]]
+    assert items and all(it["relevance"] == rel[it["lead"]["article_id"]] for it in items)
+    assert all("relevance" not in it for d in _digests(week["plain"]["digests"], None)
+               for s in d["sections"] for it in s["items"])  # without a default profile: as before
 
 
 def test_live_relevance_is_byte_identical_with_two_workers(week: dict, live: dict, tmp_path: Path) -> None:

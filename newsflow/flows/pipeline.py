@@ -74,7 +74,7 @@ from newsflow.model.messages import (
 )
 from newsflow.model.records import Article, DeadLetter, RawPayload
 from newsflow.profiles.config import ProfilesConfig
-from newsflow.profiles.rank import personalize, with_relevance
+from newsflow.profiles.rank import personalize, with_item_relevance, with_relevance
 from newsflow.profiles.vectors import interest_profile
 from newsflow.wire.codec import (
     EnvelopeError,
@@ -389,6 +389,8 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
                  profiles: ProfilesConfig | None = None) -> None:
         self.s = settings
         self.profile_types = {p.name: set(p.digests) for p in (profiles.with_digests if profiles else ())}
+        #: a configured default profile: the records carry its live relevance, so do the items
+        self.live_relevance = profiles is not None and profiles.live_relevance
         self.recovery = recovery
         self.schedule = settings.digests.schedule()
         self.config = settings.digests.to_config()
@@ -519,10 +521,10 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
         d = assemble_digest(recs, w, schedule=self.schedule, previous=self.previous.get(memory),
                             feed_health=acc.summary(), config=self.config, final=final,
                             coverage=self.coverage, score_config=self.score_config)
-        if profile is not None:
+        if profile is not None or self.live_relevance:  # items carry the live relevance
             rel = {r["article_id"]: r["importance_components"]["relevance"] for r in recs
                    if isinstance(r.get("importance_components"), dict)}
-            d = personalize(d, profile.profile, profile.top_terms, rel)
+            d = personalize(d, profile.profile, profile.top_terms, rel) if profile is not None else with_item_relevance(d, rel)
         if final:
             self.previous[memory] = digest_memory(d)
         metrics.DIGESTS.labels(w.digest_type).inc()

@@ -44,6 +44,11 @@ def personalize(digest: dict[str, Any], profile: str, top_terms: Sequence[tuple[
     """Key ``profile:type:window_start``; the profile's top terms; each item's lead relevance."""
     digest["digest_id"] = f"{profile}:{digest['digest_id']}"
     digest["profile"] = {"id": profile, "top_terms": [{"term": t, "weight": w} for t, w in top_terms]}
+    return with_item_relevance(digest, relevance_of)
+
+
+def with_item_relevance(digest: dict[str, Any], relevance_of: Mapping[str, float]) -> dict[str, Any]:
+    """Each item's ``relevance``: its lead's."""
     for s in digest.get("sections") or ():
         for it in s.get("items") or ():
             it["relevance"] = relevance_of.get(it["lead"]["article_id"])
