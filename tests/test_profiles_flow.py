@@ -291,3 +291,25 @@ def test_live_relevance_is_byte_identical_with_two_workers(week: dict, live: dic
     two = _read(tmp_path / "w2")
     for t in TOPICS:
         assert sorted(two[t]) == sorted(live["live"][t]), t
+
+
+def test_an_article_the_relevance_stage_cannot_score_is_a_dead_letter_not_a_stall(
+        week: dict, live: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import newsflow.flows.profiles as fp
+
+    victim = orjson.loads(week["plain"]["articles"][0])["article_id"]
+    real = fp.with_relevance
+
+    def flaky(rec: dict, profile: object) -> object:
+        if rec["article_id"] == victim:
+            raise RuntimeError("bug in scoring")
+        return real(rec, profile)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fp, "with_relevance", flaky)
+    run_file_flow(str(week["archive"]), str(tmp_path / "out"), interactions_path=str(live["ix"]), profiles=LIVE)
+    out = _read(tmp_path / "out")
+    dls = [orjson.loads(x) for x in out["deadletter"] if b"internal_error" in x]
+    assert [(d["stage"], d["detail"]) for d in dls] == [("relevance", "RuntimeError: bug in scoring")]
+    assert dls[0]["feed_id"] == orjson.loads(week["plain"]["articles"][0])["feed_id"]
+    want = sorted(x for x in live["live"]["articles"] if orjson.loads(x)["article_id"] != victim)
+    assert sorted(out["articles"]) == want  # every other article, as without the failure

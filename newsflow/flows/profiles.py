@@ -302,7 +302,7 @@ STEP_RELEVANCE = "relevance"
 RelevanceInput = ScoredArticle | HealthReport | ShardWatermark | ProfileVersion | ProfileClock
 
 
-class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput, Snapshot]):
+class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput | Output, Snapshot]):
     """One story shard's output, in order, with the live ``default`` profile's relevance in every
     scored article record (issue 13.3).
 
@@ -319,6 +319,7 @@ class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput, Snapshot]):
     def __init__(self, settings: Settings, profiles: ProfilesConfig, resume: Snapshot | None,
                  recovery: bool) -> None:
         self.recovery = recovery
+        self.topic, self.max_original = settings.kafka.topics.deadletter, settings.normalize.max_deadletter_original_bytes
         self.rates = profiles.rates
         self.lag = profiles.relevance_lag_ms
         spec = profiles.get(DEFAULT_PROFILE) or ProfileSpec(DEFAULT_PROFILE)
@@ -332,7 +333,7 @@ class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput, Snapshot]):
         self.clock: int | None = st.get("clock")
         self._cache: tuple[int, int, InterestProfile | None] | None = None
 
-    def on_item(self, value: RelevanceInput) -> tuple[Iterable[StoryOutput], bool]:
+    def on_item(self, value: RelevanceInput) -> tuple[Iterable[StoryOutput | Output], bool]:
         if isinstance(value, ProfileVersion):
             if not self.versions or value.from_ms > self.versions[-1].from_ms:
                 self.versions.append(value)
@@ -346,18 +347,21 @@ class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput, Snapshot]):
             self.queue.append(value)
         return self._release(final=False), StatefulLogic.RETAIN
 
-    def on_eof(self) -> tuple[Iterable[StoryOutput], bool]:
+    def on_eof(self) -> tuple[Iterable[StoryOutput | Output], bool]:
         return self._release(final=True), StatefulLogic.RETAIN
 
-    def _release(self, *, final: bool) -> list[StoryOutput]:
+    def _release(self, *, final: bool) -> list[StoryOutput | Output]:
         n = 0
-        out: list[StoryOutput] = []
+        out: list[StoryOutput | Output] = []
         for msg in self.queue:
             if isinstance(msg, ScoredArticle):
                 t = iso_to_ms(msg.record["fetched_at"]) - self.lag
                 if not final and (self.clock is None or self.clock < t):
                     break
-                out.append(ScoredArticle(dict(with_relevance(msg.record, self._profile(t)))))
+                try:  # an article that cannot be scored must not stall the shard behind it
+                    out.append(ScoredArticle(dict(with_relevance(msg.record, self._profile(t)))))
+                except Exception as e:
+                    out.append(internal_error(STEP_RELEVANCE, self.topic, e, msg, self.max_original))
             else:
                 out.append(msg)
             n += 1
