@@ -160,3 +160,39 @@ def test_profiles_config() -> None:
     assert cfg.get("default").empty and [p.name for p in cfg.with_digests] == ["sci"]
     with pytest.raises(ValueError, match="topic"):
         ProfilesSettings.model_validate({"profile": {"x": {"topic": {}}}})
+
+
+def test_relevance_stage_holds_a_shard_in_order_until_the_profile_clock() -> None:
+    """An article fetched at f waits (with what is behind it) until the default profile's clock
+    reaches f - lag; it is then scored with the latest version before f - lag."""
+    from newsflow.config import Settings
+    from newsflow.flows.profiles import RelevanceLogic
+    from newsflow.model.messages import ProfileClock, ProfileVersion, ScoredArticle, ShardWatermark
+    from newsflow.scoring.importance import COMPONENTS
+
+    cfg = ProfilesSettings.model_validate({"profile": {"default": {"topics": {"sport": ["league"]}}},
+                                           "relevance_lag_seconds": 60}).to_config()
+    assert cfg.live_relevance and cfg.relevance_lag_ms == 60_000
+    logic = RelevanceLogic(Settings(), cfg, None, False)
+    comps = dict.fromkeys(COMPONENTS, 50.0)
+    rec = {**SPORT, "article_id": "a1", "fetched_at": "2026-03-01T10:02:00Z", "importance": 50.0,
+           "importance_components": comps, "importance_weights": dict(zip(COMPONENTS, (0.25, 0.2, 0.2, 0.2, 0.15), strict=True))}
+    from newsflow.core.timeutil import iso_to_ms
+
+    t = iso_to_ms("2026-03-01T10:01:00Z")  # fetched - lag
+    assert list(logic.on_item(ScoredArticle(rec))[0]) == []
+    assert list(logic.on_item(ShardWatermark(t + 60_000))[0]) == []  # behind the article: waits too
+    assert list(logic.on_item(ProfileClock("default", t - 1))[0]) == []
+    # the reader skipped sport before t: that version counts; one at t does not
+    away = tuple((h, -w, t - 10) for h, (w, _) in ProfileState.from_spec(cfg.get("default")).terms.items())
+    logic.on_item(ProfileVersion("default", t - 10, away))
+    logic.on_item(ProfileVersion("default", t, tuple((h, -w, s) for h, w, s in away)))
+    out = list(logic.on_item(ProfileClock("default", t))[0])
+    assert [type(m) for m in out] == [ScoredArticle, ShardWatermark]
+    scored = out[0].record
+    assert scored["importance_components"]["relevance"] == 0.0  # moved away: cosine <= 0
+    assert scored["importance"] == round(50.0 - 0.2 * 50.0, 2)
+    seed = RelevanceLogic(Settings(), cfg, None, False)  # no version before t: the subscriptions
+    seed.on_item(ScoredArticle(rec))
+    [m] = seed.on_item(ProfileClock("default", t))[0]
+    assert 0 < m.record["importance_components"]["relevance"] != 50

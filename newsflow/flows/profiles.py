@@ -168,7 +168,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         assert spec is not None, name
         self.spec = spec
         #: the default profile's versions feed the live relevance of every article record
-        self.versions = self.profiles.live_relevance and name == DEFAULT_PROFILE
+        self.emit_versions = self.profiles.live_relevance and name == DEFAULT_PROFILE
         sched = self.s.digests.schedule()
         self.schedule = replace(sched, types=tuple(t for t in sched.types if t.name in spec.digests))
         if self.state is None:
@@ -238,7 +238,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         todo, self.pending = self.pending[:n], self.pending[n:]
         out: list[ProfileOutput] = []
         for i, (_, _, ix) in enumerate(todo):
-            if self.versions and i and todo[i - 1][0] != ix.at_ms:
+            if self.emit_versions and i and todo[i - 1][0] != ix.at_ms:
                 out.append(self._version(todo[i - 1][0]))
             art = self._lookup(ix)
             if art is None:
@@ -252,7 +252,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
             except Exception as e:
                 out.append(internal_error(STEP_PROFILES, self.s.kafka.topics.deadletter, e, (ix.seq, ix.raw),
                                           self.s.normalize.max_deadletter_original_bytes))
-        if self.versions and todo:
+        if self.emit_versions and todo:
             out.append(self._version(todo[-1][0]))
         return out
 
@@ -335,11 +335,12 @@ class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput | Output, Snapsho
 
     def on_item(self, value: RelevanceInput) -> tuple[Iterable[StoryOutput | Output], bool]:
         if isinstance(value, ProfileVersion):
-            if not self.versions or value.from_ms > self.versions[-1].from_ms:
-                self.versions.append(value)
-            else:  # (versions come in order from the one profile key)
-                self.versions[bisect.bisect_left(self.versions, value.from_ms, key=lambda v: v.from_ms)] = value
-                self._cache = None
+            i = bisect.bisect_left(self.versions, value.from_ms, key=lambda v: v.from_ms)  # (in order: the end)
+            if i < len(self.versions) and self.versions[i].from_ms == value.from_ms:
+                self.versions[i] = value
+            else:
+                self.versions.insert(i, value)
+            self._cache = None
         elif isinstance(value, ProfileClock):
             if self.clock is None or value.watermark > self.clock:
                 self.clock = value.watermark
