@@ -4,6 +4,7 @@ replay is byte-identical (also with 2 workers)."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import orjson
@@ -313,3 +314,37 @@ def test_an_article_the_relevance_stage_cannot_score_is_a_dead_letter_not_a_stal
     assert dls[0]["feed_id"] == orjson.loads(week["plain"]["articles"][0])["feed_id"]
     want = sorted(x for x in live["live"]["articles"] if orjson.loads(x)["article_id"] != victim)
     assert sorted(out["articles"]) == want  # every other article, as without the failure
+
+
+def test_a_neglected_interest_decays_back_toward_neutral_in_the_flow(week: dict, tmp_path: Path) -> None:
+    """The reader clicks for two days, then not at all: every learned weight of the reader's
+    digests fades by exactly 10 % per week of event time from then on (toward 0, neutral)."""
+    from newsflow.samples.reader_week import DAY_MS, START_MS
+
+    arts = [orjson.loads(x) for x in week["plain"]["articles"]]
+    ix = tmp_path / "interactions.jsonl"
+    clicks = reader_interactions(arts, until_ms=START_MS + 2 * DAY_MS)
+    ix.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in clicks))
+    run_file_flow(str(week["archive"]), str(tmp_path / "out"), interactions_path=str(ix), profiles=PROFILES)
+    last_click = max(fp_ms(r["at"]) for r in clicks)
+    mine = [d for d in _digests(_read(tmp_path / "out")["digests"], "reader")
+            if d["final"] and fp_ms(d["window_end"]) > last_click]
+    assert len(mine) >= 4
+    for a, b in itertools.pairwise(mine):
+        wa = {t["term"]: t["weight"] for t in a["profile"]["top_terms"]}
+        wb = {t["term"]: t["weight"] for t in b["profile"]["top_terms"]}
+        factor = 0.9 ** ((fp_ms(b["window_end"]) - fp_ms(a["window_end"])) / (7 * DAY_MS))
+        common = [t for t in wa if t in wb and abs(wa[t]) > 0.05]
+        assert common
+        for t in common:
+            assert abs(wb[t]) < abs(wa[t]) and wb[t] == pytest.approx(wa[t] * factor, abs=2e-4), (t, wa[t], wb[t])
+    first = {t["term"]: t["weight"] for t in mine[0]["profile"]["top_terms"]}
+    end = {t["term"]: t["weight"] for t in mine[-1]["profile"]["top_terms"]}
+    span = (fp_ms(mine[-1]["window_end"]) - fp_ms(mine[0]["window_end"])) / (7 * DAY_MS)
+    assert all(abs(end[t]) == pytest.approx(abs(first[t]) * 0.9 ** span, abs=2e-4) for t in first if t in end)
+
+
+def fp_ms(iso: str) -> int:
+    from newsflow.core.timeutil import iso_to_ms
+
+    return iso_to_ms(iso)
