@@ -9,6 +9,7 @@ article record is consumed minus the time its payload was produced.
     .venv/bin/python bench/bench_latency.py [--seconds 60] [--rate 2] [--ticks 60000,1000]
         [--partitions N]        # feeds.raw partitions (payloads keyed by feed)
         [--brokers HOST:PORT]   # default: start a local broker from scripts/kafka
+        [--profiles]            # each tick also with a configured default profile (live relevance)
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from confluent_kafka import Consumer, Producer
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPICS = (("raw", "feeds.raw"), ("articles", "articles"), ("digests", "digests"),
-          ("feed_health", "feed-health"), ("deadletter", "deadletter"))
+          ("feed_health", "feed-health"), ("deadletter", "deadletter"), ("interactions", "interactions"))
+#: ``--profiles``: a configured default profile, so every article waits for the live relevance
+#: stage (issue 13); the poller's heartbeat then also goes to ``interactions``
+PROFILE_TOML = """
+[profiles.profile.default]
+categories = ["news"]
+[profiles.profile.default.topics]
+bench = { keywords = ["story", "number"], weight = 1.0 }
+"""
 
 
 def rss(feed: str, items: list[tuple[str, str]]) -> bytes:
@@ -65,20 +74,19 @@ def percentiles(xs: list[float]) -> dict[str, float]:
 
 
 def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path,
-            partitions: int = 1) -> dict[str, object]:
+            partitions: int = 1, profile: bool = False) -> dict[str, object]:
     from newsflow.connectors.poller import PollerConfig
+    from newsflow.connectors.topics import create_topics
 
     heartbeat_s = PollerConfig().heartbeat_s
     suffix = uuid.uuid4().hex[:6]
     names = {k: f"{v}.{suffix}" for k, v in TOPICS}
-    cfg = work / f"settings-{tick_ms}.toml"
+    cfg = work / f"settings-{tick_ms}-{int(profile)}.toml"
     cfg.write_text(f"[flow]\nlive_tick_seconds = {tick_ms / 1000}\n[kafka]\npartitions = {partitions}\n"
                    "[kafka.topics]\n"
-                   + "\n".join(f'{k} = "{v}"' for k, v in names.items()) + "\n")
-    from newsflow.connectors.topics import create_topics
-
+                   + "\n".join(f'{k} = "{v}"' for k, v in names.items()) + "\n" + (PROFILE_TOML if profile else ""))
     create_topics(brokers, [names["raw"]], partitions=partitions)  # before the heartbeats name partitions
-    log = (work / f"run-{tick_ms}.log").open("wb")
+    log = (work / f"run-{tick_ms}-{int(profile)}.log").open("wb")
     child = subprocess.Popen(
         [sys.executable, "-m", "newsflow.cli.main", "run", "--brokers", brokers, "--config", str(cfg)],
         stdout=subprocess.DEVNULL, stderr=log, cwd=ROOT,
@@ -116,6 +124,10 @@ def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path,
             for part in range(partitions):
                 p.produce(names["raw"], envelope("__tick__", None, int(now * 1000)), key=b"__tick__",
                           partition=part)
+            if profile:  # the poller's heartbeat goes to interactions too when profiles are configured
+                from newsflow.wire.codec import interaction_heartbeat
+
+                p.produce(names["interactions"], orjson.dumps(interaction_heartbeat(int(now * 1000))), key=b"__tick__")
             last_hb = now
         feed = feeds[n % len(feeds)]
         items = [(f"{suffix}-{n}-{j}", f"lat-{n}-{j} {feed} story number {n} item {j}") for j in range(1 + n % 3)]
@@ -136,8 +148,9 @@ def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path,
     log.close()
     lat = [got[k] - sent[k] for k in sent if k in got and int(k.split("-")[1]) >= (measuring_from or 0)]
     measured = [k for k in sent if int(k.split("-")[1]) >= (measuring_from or 0)]
-    return {"tick_ms": tick_ms, "partitions": partitions, "heartbeat_s": heartbeat_s, "items_sent": len(measured), "items_received": len(lat),
-            "latency_s": percentiles(lat)}
+    return {"tick_ms": tick_ms, "partitions": partitions, "heartbeat_s": heartbeat_s, "default_profile": profile,
+            "items_sent": len(measured), "items_received": len(lat), "latency_s": percentiles(lat), "payloads_sent": n,
+            "missing": sorted((k for k in measured if k not in got), key=lambda k: tuple(map(int, k.split("-")[1:])))}
 
 
 def main() -> None:
@@ -147,6 +160,8 @@ def main() -> None:
     ap.add_argument("--ticks", default="60000,1000", help="live_tick_ms values to compare")
     ap.add_argument("--partitions", type=int, default=1, help="feeds.raw partitions")
     ap.add_argument("--brokers")
+    ap.add_argument("--profiles", action="store_true",
+                    help="per tick, a run without and one with a configured default profile (live relevance)")
     args = ap.parse_args()
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"newsflow-lat-{uuid.uuid4().hex[:6]}"
     work.mkdir(parents=True)
@@ -160,8 +175,8 @@ def main() -> None:
         broker.start()
         brokers = broker.bootstrap
     try:
-        res = [measure(brokers, int(t), args.seconds, args.rate, work, args.partitions)
-               for t in args.ticks.split(",")]
+        res = [measure(brokers, int(t), args.seconds, args.rate, work, args.partitions, profile)
+               for t in args.ticks.split(",") for profile in ((False, True) if args.profiles else (False,))]
     finally:
         if broker is not None:
             broker.stop()

@@ -52,6 +52,13 @@ from newsflow.dedup.stories import PRESETS, TUNED, StoryConfig
 from newsflow.digest.config import DigestConfig
 from newsflow.feeds.normalize import NormalizeConfig
 from newsflow.polling.state import PollPolicy
+from newsflow.profiles.config import (
+    DEFAULT_PROFILE,
+    ProfileRates,
+    ProfilesConfig,
+    ProfileSpec,
+    TopicSubscription,
+)
 from newsflow.scoring.importance import COMPONENTS, TIER_SCORES, InterestProfile, ScoreConfig
 
 ENV_PREFIX = "NEWSFLOW_"
@@ -481,17 +488,118 @@ class PollerSettings(Section):
     fetch: _FetchSettings = _FetchSettings()  # type: ignore[valid-type]
     policy: _PolicySettings = _PolicySettings()  # type: ignore[valid-type]
 
-    def to_config(self, topics: Topics | None = None) -> Any:
+    def to_config(self, topics: Topics | None = None, *, interactions_heartbeat: bool = False) -> Any:
         from newsflow.connectors.poller import PollerConfig
 
         d = self.model_dump(exclude={"fetch", "policy"})
         return PollerConfig(topics=topics or Topics(), fetch=FetchConfig(**_dump(self.fetch)),
-                            policy=PollPolicy(**_dump(self.policy)), **d)
+                            policy=PollPolicy(**_dump(self.policy)), interactions_heartbeat=interactions_heartbeat, **d)
 
 
 def _dump(section: Any) -> dict[str, Any]:
     """A generated section (see :func:`_section_from`) as keyword arguments of its dataclass."""
     return dict(section.model_dump())
+
+
+# ------------------------------------------------------------------------------ profiles
+class TopicSubscriptionSettings(Section):
+    """A followed topic: keywords (phrases; every stem counts) with one weight."""
+
+    keywords: list[str] = Field(min_length=1)
+    weight: float = 1.0
+
+
+class ProfileSettings(Section):
+    """One named profile (builds ``ProfileSpec``): explicit subscriptions and its own digests."""
+
+    #: topic name -> ``{keywords = [...], weight = W}`` or just a keyword list (weight 1)
+    topics: dict[str, TopicSubscriptionSettings | list[str]] = Field(default_factory=dict)
+    #: feed categories and publishers followed (``category:`` / ``publisher:`` meta terms)
+    categories: list[str] = Field(default_factory=list)
+    publishers: list[str] = Field(default_factory=list)
+    meta_weight: float = Field(1.0, ge=0)
+    #: digest types delivered for this profile (key ``profile:type:window_start``); empty: none
+    digests: list[str] = Field(default_factory=list)
+
+    @field_validator("digests")
+    @classmethod
+    def _types(cls, v: list[str]) -> list[str]:
+        from newsflow.digest.schedule import DEFAULT_TYPES
+
+        known = [t.name for t in DEFAULT_TYPES]
+        bad = [x for x in v if x not in known]
+        if bad:
+            msg = f"unknown digest type(s) {', '.join(bad)} (types are {', '.join(known)})"
+            raise ValueError(msg)
+        return v
+
+    def to_spec(self, name: str) -> ProfileSpec:
+        topics = []
+        for tname, t in sorted(self.topics.items()):
+            sub = t if isinstance(t, TopicSubscriptionSettings) else TopicSubscriptionSettings(keywords=t)
+            topics.append(TopicSubscription(tname, tuple(sub.keywords), sub.weight))
+        return ProfileSpec(name=name, topics=tuple(topics), categories=tuple(self.categories),
+                           publishers=tuple(self.publishers), meta_weight=self.meta_weight,
+                           digests=tuple(self.digests))
+
+
+_PC = ProfilesConfig()
+_RatesSettings = _section_from(
+    ProfileRates, "ProfileRatesSettings",
+    decay_per_week=(float, {"ge": 0, "le": 1}), max_terms=(int, {"ge": 1}), max_articles=(int, {"ge": 1}),
+)
+
+
+class ProfilesSettings(Section):
+    """Interest profiles that learn (builds ``ProfilesConfig``)::
+
+        [profiles.rates]                 # NEWSFLOW_PROFILES__RATES__READ=0.3
+        read = 0.3
+        [profiles.profile.reader]        # NEWSFLOW_PROFILES__PROFILE__READER__DIGESTS='["evening_recap"]'
+        digests = ["evening_recap"]
+        categories = ["science"]
+        [profiles.profile.reader.topics]
+        space = { keywords = ["nasa", "orbit"], weight = 2.0 }
+
+    With any profile configured, the flow reads the ``interactions`` topic as a second input
+    and profiles learn from it; a configured ``default`` profile also sets the relevance of
+    every scored article record."""
+
+    rates: _RatesSettings = _RatesSettings()  # type: ignore[valid-type]
+    #: profile name -> its subscriptions (a ``default`` profile, neutral, is added when missing)
+    profile: dict[str, ProfileSettings] = Field(default_factory=dict)
+    #: with a configured ``default`` profile, an article fetched at ``f`` gets the relevance of
+    #: the default profile as of ``f - relevance_lag_seconds`` (the interactions' clock may trail
+    #: the articles' by this much before articles wait for it: keep it above the heartbeat)
+    relevance_lag_seconds: float = Field(_PC.relevance_lag_ms / 1000, ge=0, le=7 * 86_400)
+
+    @field_validator("profile")
+    @classmethod
+    def _names(cls, v: dict[str, ProfileSettings]) -> dict[str, ProfileSettings]:
+        import re
+
+        bad = [n for n in v if not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", n)]
+        if bad:
+            msg = f"profile name(s) {', '.join(map(repr, bad))}: use letters, digits, '.', '_', '-'"
+            raise ValueError(msg)
+        return v
+
+    @property
+    def configured(self) -> bool:
+        """Any profile configured: the flow reads ``interactions`` and profiles learn."""
+        return bool(self.profile)
+
+    @property
+    def live_default(self) -> bool:
+        """A ``default`` profile is configured: its live relevance goes into every article record."""
+        return DEFAULT_PROFILE in self.profile
+
+    def to_config(self) -> ProfilesConfig:
+        specs = {name: p.to_spec(name) for name, p in sorted(self.profile.items())}
+        specs.setdefault(DEFAULT_PROFILE, ProfileSpec(DEFAULT_PROFILE))
+        ordered = [specs.pop(DEFAULT_PROFILE), *specs.values()]
+        return ProfilesConfig(profiles=tuple(ordered), rates=ProfileRates(**_dump(self.rates)),
+                              live_relevance=self.live_default, relevance_lag_ms=round(self.relevance_lag_seconds * 1000))
 
 
 # ------------------------------------------------------------------------------ kafka
@@ -569,10 +677,12 @@ class Settings(Section):
     digests: DigestSettings = DigestSettings()
     poller: PollerSettings = PollerSettings()
     kafka: KafkaSettings = KafkaSettings()
+    profiles: ProfilesSettings = ProfilesSettings()
 
     def poller_config(self) -> Any:
-        """The poller's ``PollerConfig`` with the configured topic names."""
-        return self.poller.to_config(self.kafka.topics)
+        """The poller's ``PollerConfig`` with the configured topic names (and, with profiles
+        configured, heartbeats to the ``interactions`` topic too)."""
+        return self.poller.to_config(self.kafka.topics, interactions_heartbeat=self.profiles.configured)
 
 
 #: what old flat keys became (shown in the "unknown key" message)
@@ -818,6 +928,8 @@ def show(settings: Settings, sources: Mapping[str, str]) -> str:
 
 
 def _toml_value(v: Any) -> str:
+    if isinstance(v, BaseModel):  # a table of sections (profiles.profile.NAME)
+        v = v.model_dump()
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int | float):

@@ -302,7 +302,7 @@ def test_shipped_example_config_lists_every_default() -> None:
     leaves = set(leaf_paths(Settings()))
     keys = {f"{t}.{k}" for t, tbl in _tables(uncommented) for k in tbl}
     keys = {next((leaf for leaf in leaves if k.startswith(leaf + ".")), k) for k in keys}  # tables as values
-    unset = {"scoring.interests", "digests.n_topics", "poller.blob_dir", "poller.fetch.accept_language",
+    unset = {"scoring.interests", "profiles.profile", "digests.n_topics", "poller.blob_dir", "poller.fetch.accept_language",
              "poller.fetch.user_agent"}  # unset, or an empty table
     assert keys | unset == leaves  # every key is in the example
 
@@ -313,3 +313,46 @@ def _tables(d: dict, prefix: str = "") -> list[tuple[str, dict]]:
         if isinstance(v, dict):
             out += _tables(v, f"{prefix}{k}.")
     return out
+
+
+# ------------------------------------------------------------------ profiles (issue 13)
+PROFILES_TOML = """
+[profiles.rates]
+read = 0.3
+[profiles.profile.reader]
+digests = ["evening_recap"]
+categories = ["science"]
+[profiles.profile.reader.topics]
+space = { keywords = ["nasa", "orbit"], weight = 2 }
+sports = ["match", "league"]
+"""
+
+
+def test_profiles_are_a_section_of_the_one_tree(tmp_path: Path) -> None:
+    from newsflow.profiles.config import ProfileRates, ProfileSpec, TopicSubscription
+
+    p = cfg(tmp_path, PROFILES_TOML)
+    s, src = load_with_sources(p, {"NEWSFLOW_PROFILES__RATES__SKIP": "0.25",
+                                    "NEWSFLOW_PROFILES__PROFILE__READER__PUBLISHERS": '["Nature"]'})
+    pc = s.profiles.to_config()
+    assert pc.names == ["default", "reader"] and s.profiles.configured and not s.profiles.live_default
+    assert pc.rates == ProfileRates(read=0.3, skip=0.25)
+    assert pc.get("reader") == ProfileSpec(
+        "reader", topics=(TopicSubscription("space", ("nasa", "orbit"), 2.0),
+                          TopicSubscription("sports", ("match", "league"), 1.0)),
+        categories=("science",), publishers=("Nature",), digests=("evening_recap",))
+    assert src["profiles.rates.read"] == f"file {p}" and src["profiles.rates.skip"] == "env NEWSFLOW_PROFILES__RATES__SKIP"
+    assert Settings.model_validate(tomllib.loads(show(s, src))) == s  # shown as TOML, the same config
+    # the defaults: only the neutral default profile, nothing configured, the rates' defaults
+    assert Settings().profiles.to_config().names == ["default"] and not Settings().profiles.configured
+    assert Settings().profiles.to_config().rates == ProfileRates()
+    assert load_settings(cfg(tmp_path, "[profiles.profile.default]\n"), {}).profiles.live_default
+
+
+def test_profile_mistakes_are_named(tmp_path: Path) -> None:
+    msg = error_of(cfg(tmp_path, "[profiles.profile.x]\ntopic = {}\n"))
+    assert "unknown key 'profiles.profile.x.topic'" in msg, msg
+    msg = error_of(cfg(tmp_path, '[profiles.profile.x]\ndigests = ["morning"]\n'))
+    assert "unknown digest type(s) morning" in msg and "morning_brief" in msg, msg
+    assert "profile name(s) 'a:b'" in error_of(cfg(tmp_path, '[profiles.profile."a:b"]\n'))
+    assert "NEWSFLOW_PROFILES__RATES__READ" in error_of(None, {"NEWSFLOW_PROFILES__RATES__READ": "fast"})

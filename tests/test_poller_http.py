@@ -865,6 +865,19 @@ def test_tick_envelope_goes_to_every_partition() -> None:
     assert d["feed_id"] == TICK_FEED_ID and d["status"] == 0 and d["body_b64"] is None and d["url"] == ""
     part = HeartbeatSource(3600, clock=FakeClock()).build_part("hb", "heartbeat", None)
     assert len(part.next_batch()) == 1 and part.next_batch() == []
+    # profiles configured: the heartbeat goes to every interactions partition too
+    from newsflow.config import ProfilesSettings, Settings
+
+    assert not Settings().poller_config().interactions_heartbeat
+    s = Settings(profiles=ProfilesSettings.model_validate({"profile": {"reader": {}}}))
+    assert s.poller_config().interactions_heartbeat
+    raw, ix = tick_event(T0, Topics(), interactions=True).records
+    assert raw == rec and ix.all_partitions and (ix.topic, ix.key) == ("interactions", b"__tick__")
+    validate("interactions", orjson.loads(ix.value))
+    assert orjson.loads(ix.value)["heartbeat"] is True
+    part = HeartbeatSource(3600, clock=FakeClock(), interactions=True).build_part("hb", "heartbeat", None)
+    [ev] = part.next_batch()
+    assert [r.topic for r in ev.records] == ["feeds.raw", "interactions"]
 
 
 def _two_partition_feeds() -> tuple[FeedSpec, FeedSpec]:

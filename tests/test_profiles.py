@@ -6,12 +6,12 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from newsflow.config import ProfilesSettings
 from newsflow.profiles.config import (
     WEEK_MS,
     ProfileRates,
     ProfileSpec,
     TopicSubscription,
-    profiles_from_dict,
 )
 from newsflow.profiles.interactions import InteractionError, parse_interaction
 from newsflow.profiles.rank import with_relevance
@@ -128,10 +128,71 @@ def test_interactions_are_checked() -> None:
         assert e.value.reason == reason, raw
 
 
+def test_a_heartbeat_only_moves_the_interactions_clock() -> None:
+    from newsflow.config import Settings
+    from newsflow.flows.profiles import InteractionsLogic
+    from newsflow.model.messages import InteractionClock
+    from newsflow.profiles.interactions import Heartbeat
+    from newsflow.wire.codec import interaction_heartbeat
+    from newsflow.wire.contracts import validate
+
+    hb = interaction_heartbeat(7_200_000)
+    validate("interactions", hb)
+    assert parse_interaction("0:1", orjson.dumps(hb), {"reader"}) == Heartbeat(7_200_000)
+    for bad in ({**hb, "profile_id": "reader"}, {**hb, "article_id": "a"}, {**hb, "heartbeat": False},
+                {k: v for k, v in hb.items() if k != "at"}):
+        with pytest.raises(InteractionError):
+            parse_interaction("0:2", orjson.dumps(bad), {"reader"})
+    cfg = ProfilesSettings.model_validate({"profile": {"reader": {}}}).to_config()
+    logic = InteractionsLogic(Settings(), cfg, None, False)
+    out, _ = logic.on_item(("ix0000:000000000001", orjson.dumps(hb)))
+    assert list(out) == [InteractionClock("ix0000", 7_200_000)]  # the clock, no interaction
+    late = orjson.dumps(interaction_record("reader", "read", 3_600_000, article_id="a1"))
+    [ix] = logic.on_item(("ix0000:000000000002", late))[0]
+    assert ix.at_ms == 7_200_000  # behind the heartbeat: applied at the partition's clock
+
+
 def test_profiles_config() -> None:
-    cfg = profiles_from_dict({"rates": {"read": 0.3},
-                              "profile": {"sci": {"topics": {"space": ["nasa", "orbit"]}, "digests": ["rolling"]}}})
+    cfg = ProfilesSettings.model_validate({
+        "rates": {"read": 0.3}, "profile": {"sci": {"topics": {"space": ["nasa", "orbit"]}, "digests": ["rolling"]}}},
+    ).to_config()
     assert cfg.names == ["default", "sci"] and cfg.rates.read == 0.3
     assert cfg.get("default").empty and [p.name for p in cfg.with_digests] == ["sci"]
-    with pytest.raises(ValueError, match="unknown keys"):
-        profiles_from_dict({"profile": {"x": {"topic": {}}}})
+    with pytest.raises(ValueError, match="topic"):
+        ProfilesSettings.model_validate({"profile": {"x": {"topic": {}}}})
+
+
+def test_relevance_stage_holds_a_shard_in_order_until_the_profile_clock() -> None:
+    """An article fetched at f waits (with what is behind it) until the default profile's clock
+    reaches f - lag; it is then scored with the latest version before f - lag."""
+    from newsflow.config import Settings
+    from newsflow.flows.profiles import RelevanceLogic
+    from newsflow.model.messages import ProfileClock, ProfileVersion, ScoredArticle, ShardWatermark
+    from newsflow.scoring.importance import COMPONENTS
+
+    cfg = ProfilesSettings.model_validate({"profile": {"default": {"topics": {"sport": ["league"]}}},
+                                           "relevance_lag_seconds": 60}).to_config()
+    assert cfg.live_relevance and cfg.relevance_lag_ms == 60_000
+    logic = RelevanceLogic(Settings(), cfg, None, False)
+    comps = dict.fromkeys(COMPONENTS, 50.0)
+    rec = {**SPORT, "article_id": "a1", "fetched_at": "2026-03-01T10:02:00Z", "importance": 50.0,
+           "importance_components": comps, "importance_weights": dict(zip(COMPONENTS, (0.25, 0.2, 0.2, 0.2, 0.15), strict=True))}
+    from newsflow.core.timeutil import iso_to_ms
+
+    t = iso_to_ms("2026-03-01T10:01:00Z")  # fetched - lag
+    assert list(logic.on_item(ScoredArticle(rec))[0]) == []
+    assert list(logic.on_item(ShardWatermark(t + 60_000))[0]) == []  # behind the article: waits too
+    assert list(logic.on_item(ProfileClock("default", t - 1))[0]) == []
+    # the reader skipped sport before t: that version counts; one at t does not
+    away = tuple((h, -w, t - 10) for h, (w, _) in ProfileState.from_spec(cfg.get("default")).terms.items())
+    logic.on_item(ProfileVersion("default", t - 10, away))
+    logic.on_item(ProfileVersion("default", t, tuple((h, -w, s) for h, w, s in away)))
+    out = list(logic.on_item(ProfileClock("default", t))[0])
+    assert [type(m) for m in out] == [ScoredArticle, ShardWatermark]
+    scored = out[0].record
+    assert scored["importance_components"]["relevance"] == 0.0  # moved away: cosine <= 0
+    assert scored["importance"] == round(50.0 - 0.2 * 50.0, 2)
+    seed = RelevanceLogic(Settings(), cfg, None, False)  # no version before t: the subscriptions
+    seed.on_item(ScoredArticle(rec))
+    [m] = seed.on_item(ProfileClock("default", t))[0]
+    assert 0 < m.record["importance_components"]["relevance"] != 50

@@ -148,11 +148,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         n = write_archive(demo_payloads(), input_path)
         print(f"demo sample: {n} raw payloads from 12 publishers -> {input_path}")
     t0 = time.perf_counter()
-    profiles = None
-    if args.interactions or args.profiles:
-        from newsflow.profiles.config import load_profiles
-
-        profiles = load_profiles(args.profiles)
+    # the configuration's [profiles] section: with profiles (or interactions), they learn
+    profiles = settings.profiles.to_config() if settings.profiles.configured or args.interactions else None
     run_file_flow(input_path, str(out), settings, workers=args.workers or settings.flow.workers,
                   recovery_dir=args.recovery_dir, interactions_path=args.interactions, profiles=profiles)
     dt = time.perf_counter() - t0
@@ -192,8 +189,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     recovery = ensure_recovery_dir(args.recovery_dir) if args.recovery_dir else None
     # librdkafka's log lines go through Python logging, each distinct one at most once a minute
     quiet: dict[str, Any] = {"logger": kafka_logger()}
+    # with profiles configured, the interactions topic is the second input and profiles learn
+    profiles = settings.profiles.to_config() if settings.profiles.configured else None
     flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None,
-                      add_config=quiet, inflight_dir=args.recovery_dir)
+                      add_config=quiet, inflight_dir=args.recovery_dir, profiles=profiles)
     with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.kafka.topics.raw):
         cli_main(flow, workers_per_process=args.workers or settings.flow.workers, recovery_config=recovery)
     return 0
@@ -306,8 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--config", help=CONFIG_HELP)
     d.add_argument("--workers", type=int, help="workers (default: flow.workers, 1)")
     d.add_argument("--recovery-dir", help="snapshot state here; a rerun with the same dir resumes")
-    d.add_argument("--interactions", help="JSONL of interactions records: profiles learn from them")
-    d.add_argument("--profiles", help="TOML with a [profiles] table (named profiles, their digests)")
+    d.add_argument("--interactions", help="JSONL of interactions records: the configured profiles "
+                                          "([profiles] of --config) learn from them")
     d.set_defaults(func=cmd_demo)
     r = add_command(sub, "run", "run the flow on Kafka: feeds.raw -> articles/digests/feed-health/deadletter",
                     "newsflow run --brokers 127.0.0.1:9092 --partitions 4 --config newsflow.toml",

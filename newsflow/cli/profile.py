@@ -1,4 +1,7 @@
-"""``newsflow profile show NAME [--profiles TOML] [--digests FILE.jsonl] [--top N]``.
+"""``newsflow profile show NAME [--config TOML] [--digests FILE.jsonl] [--top N]``.
+
+Profiles are the ``[profiles]`` section of the one configuration (``--config`` /
+``NEWSFLOW_CONFIG``, ``NEWSFLOW_PROFILES__...`` variables).
 
 Prints a profile's top terms: as configured (its subscriptions as a vector), or, with
 ``--digests``, as learned — the top terms carried by the profile's latest digest in a dump of
@@ -15,10 +18,10 @@ import orjson
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from newsflow.profiles.config import load_profiles
+    from newsflow.cli.main import load_config
     from newsflow.profiles.state import ProfileState
 
-    cfg = load_profiles(args.profiles)
+    cfg = load_config(args).profiles.to_config()
     spec = cfg.get(args.name)
     if spec is None:
         print(f"no profile {args.name!r}; configured: {', '.join(cfg.names)}", file=sys.stderr)
@@ -53,12 +56,13 @@ def register(sub: Any) -> None:
     from newsflow.cli.main import add_command
 
     p = add_command(sub, "profile", "interest profiles: show a profile's top terms",
-                    "newsflow profile show default --profiles profiles.toml")
+                    "newsflow profile show default --config newsflow.toml")
     ps = p.add_subparsers(dest="profile_cmd", required=True)
     s = add_command(ps, "show", "a profile's top terms (configured, or learned with --digests)",
-                    "newsflow profile show reader --profiles profiles.toml --digests /tmp/demo/digests.jsonl")
+                    "newsflow profile show reader --config newsflow.toml --digests /tmp/demo/digests.jsonl")
     s.add_argument("name")
-    s.add_argument("--profiles", help="TOML with a [profiles] table (default: only 'default')")
+    s.add_argument("--config", help="configuration TOML with a [profiles] section (default: $NEWSFLOW_CONFIG; "
+                                    "without profiles: only 'default')")
     s.add_argument("--digests", help="a digests dump: show the terms learned as of the profile's latest digest")
     s.add_argument("--top", type=int, default=15)
     s.set_defaults(func=cmd_show)

@@ -77,7 +77,7 @@ from newsflow.polling.state import (
     PollPolicy,
     reconcile_state,
 )
-from newsflow.wire.codec import encode_raw, poll_health_record
+from newsflow.wire.codec import encode_raw, interaction_heartbeat, poll_health_record
 from newsflow.wire.contracts import headers_for
 
 log = logging.getLogger("newsflow.poller")
@@ -111,6 +111,9 @@ class PollerConfig:
     partitions: int = 4
     #: heartbeat tick to every feeds.raw partition every N seconds (0: off)
     heartbeat_s: float = 1.0
+    #: the heartbeat also goes to every ``interactions`` partition (profiles configured), so a
+    #: quiet interactions topic does not hold the profiles' clock back
+    interactions_heartbeat: bool = False
     #: bodies larger than this go to ``blob_dir`` (``body_ref``) instead of inline base64;
     #: 700 kB -> ~933 kB of base64, under Kafka's default 1 MB message limit
     max_inline_body_bytes: int = 700_000
@@ -161,13 +164,17 @@ class PollEvent:
     response_ms: float | None = None
 
 
-def tick_event(now_ms: int, topics: Topics) -> PollEvent:
+def tick_event(now_ms: int, topics: Topics, *, interactions: bool = False) -> PollEvent:
     """Heartbeat: ``RawPayload("__tick__", "", status=0, body=None)`` to every partition of
-    feeds.raw, so the dataflow's event-time clock advances on quiet streams."""
+    feeds.raw, so the dataflow's event-time clock advances on quiet streams; with
+    ``interactions``, an ``interactions`` heartbeat to every partition of that topic too."""
     key, value = encode_raw(RawPayload(feed_id=TICK_FEED_ID, url="", status=0, body=None,
                                        fetched_at_ms=now_ms))
-    rec = KafkaRecord(topics.raw, key, value, now_ms, all_partitions=True, headers=headers_for("raw"))
-    return PollEvent(TICK_FEED_ID, "tick", (rec,), now_ms)
+    recs = [KafkaRecord(topics.raw, key, value, now_ms, all_partitions=True, headers=headers_for("raw"))]
+    if interactions:
+        recs.append(KafkaRecord(topics.interactions, TICK_FEED_ID.encode(), orjson.dumps(interaction_heartbeat(now_ms)),
+                                now_ms, all_partitions=True, headers=headers_for("interactions")))
+    return PollEvent(TICK_FEED_ID, "tick", tuple(recs), now_ms)
 
 
 # --------------------------------------------------------------------------------------------
@@ -528,7 +535,8 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
         if self._once and not self._tasks:
             self._done = True
             if self._final_tick:
-                events.append(tick_event(self._clock(), self._config.topics))
+                events.append(tick_event(self._clock(), self._config.topics,
+                                         interactions=self._config.interactions_heartbeat))
             if not events:
                 raise StopIteration
         return events
@@ -603,10 +611,11 @@ class PollerSource(FixedPartitionedSource[PollEvent, dict[str, Any]]):
 
 class _HeartbeatPartition(StatefulSourcePartition[PollEvent, None]):
     def __init__(self, interval_s: float, clock: Clock, topics: Topics,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, interactions: bool = False) -> None:
         self._interval = interval_s
         self._clock = clock
         self._topics = topics
+        self._interactions = interactions
         self._stop = stop
         self._next = time.monotonic()
 
@@ -617,7 +626,7 @@ class _HeartbeatPartition(StatefulSourcePartition[PollEvent, None]):
         if mono < self._next:
             return []
         self._next = mono + self._interval
-        return [tick_event(self._clock(), self._topics)]
+        return [tick_event(self._clock(), self._topics, interactions=self._interactions)]
 
     def next_awake(self) -> datetime | None:
         delay = max(0.0, self._next - time.monotonic())
@@ -633,17 +642,19 @@ class HeartbeatSource(FixedPartitionedSource[PollEvent, None]):
     """One tick every ``interval_s`` (system time) stamped with the poller clock."""
 
     def __init__(self, interval_s: float, *, clock: Clock = system_clock_ms,
-                 topics: Topics | None = None, stop: threading.Event | None = None) -> None:
+                 topics: Topics | None = None, stop: threading.Event | None = None,
+                 interactions: bool = False) -> None:
         self.stop = stop
         self.interval_s = interval_s
         self.clock = clock
         self.topics = topics or Topics()
+        self.interactions = interactions
 
     def list_parts(self) -> list[str]:
         return ["heartbeat"]
 
     def build_part(self, step_id: str, for_part: str, resume_state: Any) -> _HeartbeatPartition:
-        return _HeartbeatPartition(self.interval_s, self.clock, self.topics, self.stop)
+        return _HeartbeatPartition(self.interval_s, self.clock, self.topics, self.stop, self.interactions)
 
 
 # --------------------------------------------------------------------------------------------

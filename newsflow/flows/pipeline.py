@@ -63,6 +63,7 @@ from newsflow.model.messages import (
     ParseOutput,
     ProfileAt,
     ProfileClock,
+    ProfileVersion,
     ScoredArticle,
     ShardInput,
     ShardWatermark,
@@ -73,7 +74,7 @@ from newsflow.model.messages import (
 )
 from newsflow.model.records import Article, DeadLetter, RawPayload
 from newsflow.profiles.config import ProfilesConfig
-from newsflow.profiles.rank import personalize, with_relevance
+from newsflow.profiles.rank import personalize, with_item_relevance, with_relevance
 from newsflow.profiles.vectors import interest_profile
 from newsflow.wire.codec import (
     EnvelopeError,
@@ -437,6 +438,8 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
                  profiles: ProfilesConfig | None = None) -> None:
         self.s = settings
         self.profile_types = {p.name: set(p.digests) for p in (profiles.with_digests if profiles else ())}
+        #: a configured default profile: the records carry its live relevance, so do the items
+        self.live_relevance = profiles is not None and profiles.live_relevance
         self.recovery = recovery
         self.schedule = settings.digests.schedule()
         self.config = settings.digests.to_config()
@@ -567,10 +570,10 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
         d = assemble_digest(recs, w, schedule=self.schedule, previous=self.previous.get(memory),
                             feed_health=acc.summary(), config=self.config, final=final,
                             coverage=self.coverage, score_config=self.score_config)
-        if profile is not None:
+        if profile is not None or self.live_relevance:  # items carry the live relevance
             rel = {r["article_id"]: r["importance_components"]["relevance"] for r in recs
                    if isinstance(r.get("importance_components"), dict)}
-            d = personalize(d, profile.profile, profile.top_terms, rel)
+            d = personalize(d, profile.profile, profile.top_terms, rel) if profile is not None else with_item_relevance(d, rel)
         if final:
             self.previous[memory] = digest_memory(d)
         metrics.DIGESTS.labels(w.digest_type).inc()
@@ -646,19 +649,27 @@ def newsflow_steps(
                               isolated("stories", settings, lambda r: StoriesLogic(settings, r, recovery)))
     stories_split = op.branch("split_stories", stories_all, lambda kv: isinstance(kv[1], Output))
     storied = stories_split.falses
-    articles = op.filter_map("article_outputs", storied, _article_output(settings.kafka.topics.articles))
     stories = op.filter_map("story_outputs", storied, _story_output(settings.kafka.topics.stories))
-    to_digests = op.filter_map("to_digests", storied, lambda kv: None if isinstance(kv[1], StoryUpdate)
-                               else (DIGESTS_KEY, FromShard(kv[0], kv[1])))
     extra: list[Stream[Output]] = []
-    if interactions is not None and profiles is not None:
-        from newsflow.flows.profiles import profile_steps
+    scored: Stream[tuple[str, StoryOutput]] = storied  # type: ignore[assignment]
+    learned = None
+    if profiles is not None:
+        from newsflow.flows.profiles import live_relevance_steps, profile_steps
 
-        dls, learned = profile_steps(storied, interactions, settings, profiles, ix_partitions=ix_partitions,
+        dls, learned = profile_steps(storied, interactions, settings, profiles,
+                                     ix_partitions=ix_partitions if interactions is not None else 0,
                                      recovery=recovery)
         extra.append(dls)
-        to_digests = op.merge("digests_in", to_digests, op.map("profiles_to_digest_key", learned,
-                                                                 lambda m: (DIGESTS_KEY, m)))
+        if profiles.live_relevance:  # the default profile's relevance in every article record
+            rel_dls, scored = live_relevance_steps(storied, learned, settings, profiles, story_keys(settings),
+                                                   recovery=recovery)
+            extra.append(rel_dls)
+    articles = op.filter_map("article_outputs", scored, _article_output(settings.kafka.topics.articles))
+    to_digests = op.filter_map("to_digests", scored, lambda kv: None if isinstance(kv[1], StoryUpdate)
+                               else (DIGESTS_KEY, FromShard(kv[0], kv[1])))
+    if learned is not None:
+        to_digests = op.merge("digests_in", to_digests, op.filter_map(
+            "profiles_to_digest_key", learned, lambda m: None if isinstance(m, ProfileVersion) else (DIGESTS_KEY, m)))
     digests = op.stateful(STEP_DIGESTS, to_digests,
                           isolated("digests", settings, lambda r: DigestsLogic(settings, r, recovery, profiles)))
     digest_out = op.map("digest_outputs", digests, lambda kv: kv[1])
@@ -701,13 +712,14 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
     archive = RawArchiveSource(input_path, partitions=settings.flow.file_partitions)
     src = op.input("raw_in", flow, archive)
     keyed = op.map("key_by_partition", src, lambda item: ("p" + item[0].split(":", 1)[0], item))
-    ix = None
+    ix, n_ix = None, 0
     if interactions_path is not None:
         ix_src = op.input("interactions_in", flow, RawArchiveSource(interactions_path, end_marker=False))
         ix = op.map("key_interactions", ix_src, lambda item: ("ix" + item[0].split(":", 1)[0], item))
-        profiles = profiles or ProfilesConfig()
+        profiles, n_ix = profiles or ProfilesConfig(), 1
     outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles,
-                          inflight_dir=inflight_dir, partitions=["p" + p for p in archive.list_parts()])
+                          ix_partitions=n_ix, inflight_dir=inflight_dir,
+                          partitions=["p" + p for p in archive.list_parts()])
     t = settings.kafka.topics
     topics = [t.articles, t.digests, t.feed_health, t.deadletter, t.stories]
     op.output("files_out", op.map("to_files", outs, lambda o: (o.topic, o.value)), JsonlTopicSink(out_dir, topics))

@@ -71,8 +71,8 @@ def build_poller_flow(
                                                       force=force, fetcher_factory=fetcher_factory,
                                                       stop=stop))
     if not once and config.heartbeat_s > 0:
-        ticks = op.input(STEP_HEARTBEAT, flow, HeartbeatSource(config.heartbeat_s, clock=clock,
-                                                               topics=config.topics, stop=stop))
+        ticks = op.input(STEP_HEARTBEAT, flow, HeartbeatSource(config.heartbeat_s, clock=clock, topics=config.topics,
+                                                               stop=stop, interactions=config.interactions_heartbeat))
         events = op.merge(STEP_MERGE, events, ticks)
     if progress is not None:
         cb = progress

@@ -46,9 +46,11 @@ from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
+from newsflow.flows.isolation import internal_error, isolated
 from newsflow.model.messages import (
     ArticleVector,
     FromShard,
+    HealthReport,
     Interaction,
     InteractionClock,
     Output,
@@ -56,13 +58,17 @@ from newsflow.model.messages import (
     ProfileClock,
     ProfileInput,
     ProfileOutput,
+    ProfileVersion,
     ScoredArticle,
     ShardWatermark,
+    StoryOutput,
 )
-from newsflow.profiles.config import ProfilesConfig, ProfileSpec
-from newsflow.profiles.interactions import InteractionError, parse_interaction
+from newsflow.profiles.config import DEFAULT_PROFILE, ProfilesConfig, ProfileSpec
+from newsflow.profiles.interactions import Heartbeat, InteractionError, parse_interaction
+from newsflow.profiles.rank import live_profile, with_relevance
 from newsflow.profiles.state import ProfileState
 from newsflow.profiles.vectors import article_vector
+from newsflow.scoring.importance import InterestProfile
 from newsflow.wire.codec import deadletter_to_dict, dumps
 
 STEP_INTERACTIONS = "interactions"
@@ -106,11 +112,15 @@ class InteractionsLogic(StatefulLogic[tuple[str, bytes], InteractionsOutput, Sna
         except InteractionError as e:
             return [_dl(self.s, e.reason, str(e), raw if isinstance(raw, bytes) else b"", None)], StatefulLogic.RETAIN
         out: list[InteractionsOutput] = []
-        if ix.at_ms < self.wm:  # older than its partition's clock: applied at the clock
-            ix = replace(ix, at_ms=self.wm)
-        out.append(ix)
-        if ix.at_ms > self.wm:
-            self.wm = ix.at_ms
+        if isinstance(ix, Heartbeat):  # only the partition's clock moves
+            at = ix.at_ms
+        else:
+            if ix.at_ms < self.wm:  # older than its partition's clock: applied at the clock
+                ix = replace(ix, at_ms=self.wm)
+            out.append(ix)
+            at = ix.at_ms
+        if at > self.wm:
+            self.wm = at
             b = self.wm // self.s.flow.tick_ms
             if b > self.bucket:
                 self.bucket = b
@@ -157,6 +167,8 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         spec = self.profiles.get(name)
         assert spec is not None, name
         self.spec = spec
+        #: the default profile's versions feed the live relevance of every article record
+        self.emit_versions = self.profiles.live_relevance and name == DEFAULT_PROFILE
         sched = self.s.digests.schedule()
         self.schedule = replace(sched, types=tuple(t for t in sched.types if t.name in spec.digests))
         if self.state is None:
@@ -205,7 +217,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         assert self.spec is not None, "bound on the first item"
         if len(self.shard_wm) < self.s.stories.shards or len(self.ix_wm) < self.ix_partitions:
             return []
-        c = min(min(self.shard_wm.values()), min(self.ix_wm.values()))
+        c = min([*self.shard_wm.values(), *self.ix_wm.values()])  # no interactions input: the articles'
         if self.clock is not None and c <= self.clock:
             return []
         out: list[ProfileOutput] = []
@@ -225,7 +237,9 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         n = bisect.bisect_left(self.pending, t, key=lambda x: x[0])
         todo, self.pending = self.pending[:n], self.pending[n:]
         out: list[ProfileOutput] = []
-        for _, _, ix in todo:
+        for i, (_, _, ix) in enumerate(todo):
+            if self.emit_versions and i and todo[i - 1][0] != ix.at_ms:
+                out.append(self._version(todo[i - 1][0]))
             art = self._lookup(ix)
             if art is None:
                 out.append(_dl(self.s, "unknown_article" if ix.target == "article" else "unknown_story",
@@ -233,8 +247,19 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
                                "the interaction's time (never seen, seen later, or expired)", ix.raw, ix.at_ms))
                 continue
             _, terms, names = art
-            self.state.apply(ix.action, dict(terms), ix.at_ms, self.rates, dwell_s=ix.dwell_s, names=dict(names))
+            try:  # one interaction's failure must not lose the others of the batch (or the clock)
+                self.state.apply(ix.action, dict(terms), ix.at_ms, self.rates, dwell_s=ix.dwell_s, names=dict(names))
+            except Exception as e:
+                out.append(internal_error(STEP_PROFILES, self.s.kafka.topics.deadletter, e, (ix.seq, ix.raw),
+                                          self.s.normalize.max_deadletter_original_bytes))
+        if self.emit_versions and todo:
+            out.append(self._version(todo[-1][0]))
         return out
+
+    def _version(self, at_ms: int) -> ProfileVersion:
+        """The state after every interaction up to and at ``at_ms`` (live relevance)."""
+        assert self.spec is not None and self.state is not None, "bound on the first item"
+        return ProfileVersion(self.spec.name, at_ms, tuple((h, w, since) for h, (w, since) in sorted(self.state.terms.items())))
 
     def _lookup(self, ix: Interaction) -> tuple[int, tuple[tuple[int, float], ...], tuple[tuple[int, str], ...]] | None:
         aid: str | None = ix.target_id
@@ -270,6 +295,102 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
             "state": self.state, "articles": self.articles, "stories": self.stories, "pending": self.pending,
             "shard_watermarks": self.shard_wm, "ix_watermarks": self.ix_wm, "clock": self.clock,
         }, freeze=self.recovery)
+
+
+# ---------------------------------------------------------------- live relevance per story shard
+STEP_RELEVANCE = "relevance"
+RelevanceInput = ScoredArticle | HealthReport | ShardWatermark | ProfileVersion | ProfileClock
+
+
+class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput | Output, Snapshot]):
+    """One story shard's output, in order, with the live ``default`` profile's relevance in every
+    scored article record (issue 13.3).
+
+    The default profile broadcasts its state after each batch of interactions
+    (:class:`ProfileVersion`) and its clock (:class:`ProfileClock`: every interaction before it
+    is applied). An article fetched at ``f`` is scored with the profile as of ``t = f - lag``
+    (``profiles.relevance_lag_seconds``): the latest version from before ``t``, decayed to ``t``.
+    It is held, with everything behind it (watermarks, health reports: the digests see the shard
+    in order), until the profile's clock reaches ``t``: then no version before ``t`` can still
+    come, so the relevance is the same for any number of workers or interleaving of inputs.
+    No key sees every article (one key per story shard), and the profile's messages are small
+    and rare. ``importance`` is re-weighted with the record's own weights."""
+
+    def __init__(self, settings: Settings, profiles: ProfilesConfig, resume: Snapshot | None,
+                 recovery: bool) -> None:
+        self.recovery = recovery
+        self.topic, self.max_original = settings.kafka.topics.deadletter, settings.normalize.max_deadletter_original_bytes
+        self.rates = profiles.rates
+        self.lag = profiles.relevance_lag_ms
+        spec = profiles.get(DEFAULT_PROFILE) or ProfileSpec(DEFAULT_PROFILE)
+        seed = ProfileState.from_spec(spec)
+        self.seed: tuple[tuple[int, float, int | None], ...] = tuple((h, w, s) for h, (w, s) in seed.terms.items())
+        #: how far back versions are kept (an article this late uses the oldest one kept)
+        self.keep_ms = settings.dedup.window_ms
+        st = restore(STEP_RELEVANCE, resume) if resume is not None else {}
+        self.queue: list[StoryOutput] = st.get("queue", [])
+        self.versions: list[ProfileVersion] = st.get("versions", [])
+        self.clock: int | None = st.get("clock")
+        self._cache: tuple[int, int, InterestProfile | None] | None = None
+
+    def on_item(self, value: RelevanceInput) -> tuple[Iterable[StoryOutput | Output], bool]:
+        if isinstance(value, ProfileVersion):
+            i = bisect.bisect_left(self.versions, value.from_ms, key=lambda v: v.from_ms)  # (in order: the end)
+            if i < len(self.versions) and self.versions[i].from_ms == value.from_ms:
+                self.versions[i] = value
+            else:
+                self.versions.insert(i, value)
+            self._cache = None
+        elif isinstance(value, ProfileClock):
+            if self.clock is None or value.watermark > self.clock:
+                self.clock = value.watermark
+        else:
+            self.queue.append(value)
+        return self._release(final=False), StatefulLogic.RETAIN
+
+    def on_eof(self) -> tuple[Iterable[StoryOutput | Output], bool]:
+        return self._release(final=True), StatefulLogic.RETAIN
+
+    def _release(self, *, final: bool) -> list[StoryOutput | Output]:
+        n = 0
+        out: list[StoryOutput | Output] = []
+        for msg in self.queue:
+            if isinstance(msg, ScoredArticle):
+                t = iso_to_ms(msg.record["fetched_at"]) - self.lag
+                if not final and (self.clock is None or self.clock < t):
+                    break
+                try:  # an article that cannot be scored must not stall the shard behind it
+                    out.append(ScoredArticle(dict(with_relevance(msg.record, self._profile(t)))))
+                except Exception as e:
+                    out.append(internal_error(STEP_RELEVANCE, self.topic, e, msg, self.max_original))
+            else:
+                out.append(msg)
+            n += 1
+        if n:
+            del self.queue[:n]
+        self._prune()
+        return out
+
+    def _profile(self, t: int) -> InterestProfile | None:
+        i = bisect.bisect_left(self.versions, t, key=lambda v: v.from_ms)  # versions before t
+        if self._cache is not None and self._cache[:2] == (i, t):
+            return self._cache[2]
+        p = live_profile(self.versions[i - 1].terms if i else self.seed, t, self.rates)
+        self._cache = (i, t, p)
+        return p
+
+    def _prune(self) -> None:
+        if self.clock is None or len(self.versions) < 2:
+            return
+        horizon = self.clock - self.lag - self.keep_ms
+        i = bisect.bisect_left(self.versions, horizon, key=lambda v: v.from_ms)
+        if i > 1:  # the last version before the horizon stays (it holds at the horizon)
+            del self.versions[: i - 1]
+            self._cache = None
+
+    def snapshot(self) -> Snapshot:
+        return make_snapshot(STEP_RELEVANCE, {"queue": self.queue, "versions": self.versions, "clock": self.clock},
+                             freeze=self.recovery)
 
 
 # ---------------------------------------------------------------- wiring
@@ -309,24 +430,51 @@ def _route_interactions(names: list[str]) -> Callable[[tuple[str, InteractionsOu
 
 
 def profile_steps(
-    storied: Stream[tuple[str, object]], interactions: Stream[tuple[str, tuple[str, bytes]]],
+    storied: Stream[tuple[str, object]], interactions: Stream[tuple[str, tuple[str, bytes]]] | None,
     settings: Settings, profiles: ProfilesConfig, *, ix_partitions: int, recovery: bool = False,
 ) -> tuple[Stream[Output], Stream[ProfileOutput]]:
-    """(dead letters for the sinks, profile messages for the digests step)."""
+    """(dead letters for the sinks, profile messages: weights and clocks for the digests step,
+    the default profile's versions for the live relevance). Without an
+    interactions input (``ix_partitions`` 0) the profiles are their subscriptions."""
     names = profiles.names
-    checked = op.stateful(STEP_INTERACTIONS, interactions,
-                          lambda resume: InteractionsLogic(settings, profiles, resume, recovery))
-    dls: Stream[Output] = op.filter_map(
-        "interaction_deadletters", checked, lambda kv: kv[1] if isinstance(kv[1], Output) else None)
-    to_prof = op.merge(
-        "to_profiles",
-        op.flat_map("interactions_to_profiles", checked, _route_interactions(names)),
-        op.flat_map("articles_to_profiles", storied, _to_profiles(names)),
-    )
-    learned = op.stateful(STEP_PROFILES, to_prof,
-                          lambda resume: ProfileLogic(settings, profiles, ix_partitions, resume, recovery))
-    prof_dls: Stream[Output] = op.filter_map(
-        "profile_deadletters", learned, lambda kv: kv[1] if isinstance(kv[1], Output) else None)
-    to_digests: Stream[ProfileOutput] = op.filter_map(
-        "profiles_to_digests", learned, lambda kv: None if isinstance(kv[1], Output) else kv[1])
-    return op.merge("profile_dead_letters", dls, prof_dls), to_digests
+    to_articles = op.flat_map("articles_to_profiles", storied, _to_profiles(names))
+    dls: list[Stream[Output]] = []
+    if interactions is None:
+        to_prof = to_articles
+    else:
+        checked = op.stateful(STEP_INTERACTIONS, interactions,
+                              isolated(STEP_INTERACTIONS, settings,
+                                       lambda resume: InteractionsLogic(settings, profiles, resume, recovery)))
+        dls.append(op.filter_map(
+            "interaction_deadletters", checked, lambda kv: kv[1] if isinstance(kv[1], Output) else None))
+        to_prof = op.merge("to_profiles", op.flat_map("interactions_to_profiles", checked, _route_interactions(names)),
+                           to_articles)
+    learned = op.stateful(STEP_PROFILES, to_prof, isolated(
+        STEP_PROFILES, settings, lambda resume: ProfileLogic(settings, profiles, ix_partitions, resume, recovery)))
+    dls.append(op.filter_map(
+        "profile_deadletters", learned, lambda kv: kv[1] if isinstance(kv[1], Output) else None))
+    msgs: Stream[ProfileOutput] = op.filter_map(
+        "profile_messages", learned, lambda kv: None if isinstance(kv[1], Output) else kv[1])
+    return op.merge("profile_dead_letters", *dls), msgs
+
+
+def live_relevance_steps(storied: Stream[tuple[str, object]], learned: Stream[ProfileOutput], settings: Settings,
+                         profiles: ProfilesConfig, shard_keys: list[str], *, recovery: bool = False,
+                         ) -> tuple[Stream[Output], Stream[tuple[str, StoryOutput]]]:
+    """(dead letters, each story shard's articles / health reports / watermarks with the live
+    default profile's relevance): :class:`RelevanceLogic` keyed like the story shards."""
+    def broadcast(m: ProfileOutput) -> list[tuple[str, RelevanceInput]]:
+        if isinstance(m, ProfileVersion) or (isinstance(m, ProfileClock) and m.profile == DEFAULT_PROFILE):
+            return [(k, m) for k in shard_keys]
+        return []
+
+    def shard_items(kv: tuple[str, object]) -> tuple[str, RelevanceInput] | None:
+        return (kv[0], kv[1]) if isinstance(kv[1], ScoredArticle | HealthReport | ShardWatermark) else None
+
+    rel_in = op.merge("relevance_in", op.filter_map("shards_to_relevance", storied, shard_items),
+                      op.flat_map("default_profile_to_shards", learned, broadcast))
+    scored = op.stateful(STEP_RELEVANCE, rel_in, isolated(
+        STEP_RELEVANCE, settings, lambda resume: RelevanceLogic(settings, profiles, resume, recovery)))
+    split = op.branch("split_relevance", scored, lambda kv: isinstance(kv[1], Output))
+    dls: Stream[Output] = op.map("relevance_deadletters", split.trues, lambda kv: kv[1])  # type: ignore[arg-type,return-value]
+    return dls, split.falses  # type: ignore[return-value]

@@ -175,5 +175,16 @@ class ProfileClock:
     watermark: int
 
 
+@dataclass(frozen=True, slots=True)
+class ProfileVersion:
+    """A profile's state after the interactions up to and at ``from_ms``: every term's weight and
+    the event time it was last engaged (``None``: not learning yet), so its value at any later
+    time follows (decay). Valid for event times after ``from_ms`` until the next version."""
+
+    profile: str
+    from_ms: int
+    terms: tuple[tuple[int, float, int | None], ...]
+
+
 ProfileInput = Interaction | InteractionClock | ArticleVector | FromShard
-ProfileOutput = Output | ProfileAt | ProfileClock
+ProfileOutput = Output | ProfileAt | ProfileClock | ProfileVersion

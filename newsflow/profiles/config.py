@@ -1,14 +1,14 @@
 """Profile configuration: named profiles built from explicit subscriptions.
 
-Kept in its own dataclasses (not yet in ``newsflow.config``) so it can move into the settings
-tree as one ``profiles`` section. TOML form (``[profiles]`` table of a settings file or its own
-file)::
+The frozen dataclasses the profile steps use; the ``profiles`` section of the one
+configuration tree (``newsflow.config.ProfilesSettings``: the ``--config`` TOML file and
+``NEWSFLOW_PROFILES__...`` variables) builds them. TOML form::
 
     [profiles.rates]          # optional; the defaults are documented on ProfileRates
     read = 0.2
 
     [profiles.profile.science]
-    digests = ["morning", "evening"]          # asks for its own digests (profile:type:start)
+    digests = ["morning_brief", "evening_recap"]  # asks for its own digests (profile:type:start)
     categories = ["science"]
     publishers = ["Nature"]
     [profiles.profile.science.topics]
@@ -17,11 +17,7 @@ file)::
 
 from __future__ import annotations
 
-import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 DEFAULT_PROFILE = "default"
 WEEK_MS = 7 * 24 * 3_600_000
@@ -99,6 +95,13 @@ class ProfileRates:
 class ProfilesConfig:
     profiles: tuple[ProfileSpec, ...] = (ProfileSpec(DEFAULT_PROFILE),)
     rates: ProfileRates = field(default_factory=ProfileRates)
+    #: the ``default`` profile's live relevance goes into every scored article record (a
+    #: ``default`` profile is configured); otherwise records keep the scoring step's relevance
+    live_relevance: bool = False
+    #: an article fetched at ``f`` is scored with the default profile as of ``f - lag``: the
+    #: interactions' clock (reader events, heartbeats) may trail the articles' by this much
+    #: before an article waits for it (live latency)
+    relevance_lag_ms: int = 60_000
 
     def get(self, name: str) -> ProfileSpec | None:
         for p in self.profiles:
@@ -113,43 +116,3 @@ class ProfilesConfig:
     @property
     def with_digests(self) -> list[ProfileSpec]:
         return [p for p in self.profiles if p.digests]
-
-
-def _spec(name: str, d: Mapping[str, Any]) -> ProfileSpec:
-    known = {"topics", "categories", "publishers", "meta_weight", "digests"}
-    extra = set(d) - known
-    if extra:
-        msg = f"profile {name!r}: unknown keys {sorted(extra)}"
-        raise ValueError(msg)
-    topics = []
-    for tname, t in sorted((d.get("topics") or {}).items()):
-        if isinstance(t, list):
-            t = {"keywords": t}
-        topics.append(TopicSubscription(tname, tuple(str(k) for k in t.get("keywords", ())),
-                                        float(t.get("weight", 1.0))))
-    return ProfileSpec(
-        name=name, topics=tuple(topics),
-        categories=tuple(str(c) for c in d.get("categories", ())),
-        publishers=tuple(str(p) for p in d.get("publishers", ())),
-        meta_weight=float(d.get("meta_weight", 1.0)),
-        digests=tuple(str(x) for x in d.get("digests", ())),
-    )
-
-
-def profiles_from_dict(data: Mapping[str, Any]) -> ProfilesConfig:
-    """``{"rates": {...}, "profile": {NAME: {...}}}`` -> :class:`ProfilesConfig`; a ``default``
-    profile (no subscriptions: relevance stays the seed's neutral 50) is added when missing."""
-    specs = {name: _spec(name, d) for name, d in sorted((data.get("profile") or {}).items())}
-    specs.setdefault(DEFAULT_PROFILE, ProfileSpec(DEFAULT_PROFILE))
-    rates = ProfileRates(**dict(data.get("rates") or {}))
-    ordered = [specs.pop(DEFAULT_PROFILE), *specs.values()]
-    return ProfilesConfig(profiles=tuple(ordered), rates=rates)
-
-
-def load_profiles(path: str | Path | None) -> ProfilesConfig:
-    """Profiles of a TOML file (its ``[profiles]`` table, or ``[newsflow.profiles]``)."""
-    if path is None:
-        return ProfilesConfig()
-    data = tomllib.loads(Path(path).read_text())
-    data = data.get("newsflow", data)
-    return profiles_from_dict(data.get("profiles") or {})

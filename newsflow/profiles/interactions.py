@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import orjson
 from jsonschema import ValidationError
 
@@ -21,9 +23,17 @@ class InteractionError(ValueError):
         self.reason = reason
 
 
-def parse_interaction(seq: str, raw: bytes, known_profiles: frozenset[str] | set[str]) -> Interaction:
-    """An :class:`Interaction` of a raw record, or :class:`InteractionError` with a reason
-    (``malformed_interaction``: not JSON / not the schema; ``unknown_profile``)."""
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """An ``interactions`` heartbeat: its partition has nothing before ``at_ms`` still to come."""
+
+    at_ms: int
+
+
+def parse_interaction(seq: str, raw: bytes, known_profiles: frozenset[str] | set[str]) -> Interaction | Heartbeat:
+    """An :class:`Interaction` (or a :class:`Heartbeat`) of a raw record, or
+    :class:`InteractionError` with a reason (``malformed_interaction``: not JSON / not the
+    schema; ``unknown_profile``)."""
     try:
         d = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
@@ -34,6 +44,8 @@ def parse_interaction(seq: str, raw: bytes, known_profiles: frozenset[str] | set
     except (ValidationError, ValueError) as e:
         msg = getattr(e, "message", str(e))
         raise InteractionError(MALFORMED, str(msg)[:500]) from None
+    if d.get("heartbeat") is True:
+        return Heartbeat(at_ms)
     if d["profile_id"] not in known_profiles:
         raise InteractionError(UNKNOWN_PROFILE, f"no profile {d['profile_id']!r} in the configuration")
     target, tid = ("article", d["article_id"]) if "article_id" in d else ("story", d["story_id"])

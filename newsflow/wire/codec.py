@@ -308,6 +308,12 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
 
 
+def interaction_heartbeat(at_ms: int) -> dict[str, Any]:
+    """An ``interactions`` v1 heartbeat (key ``__tick__``, one to every partition): nothing in its
+    partition before ``at`` is still to come."""
+    return {"schema": "interactions", "schema_version": 1, "heartbeat": True, "at": ms_to_iso(at_ms)}
+
+
 def interaction_record(profile_id: str, action: str, at_ms: int, *, article_id: str | None = None,
                        story_id: str | None = None, dwell_s: float | None = None,
                        interaction_id: str | None = None) -> dict[str, Any]:
