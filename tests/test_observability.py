@@ -190,7 +190,12 @@ def test_run_serves_metrics_health_and_json_logs(kafka_bootstrap: str, tmp_path:
         assert any(dict(k)["reason"] == "html_instead_of_feed" and v > 0 for k, v in dls.items())
         assert by_name(s, "newsflow_input_high_watermark")[(("partition", "0"),)] == n
         assert max(by_name(s, "newsflow_event_time_seconds").values()) > 1.7e9  # a 2026 fetch time
-        assert sum(by_name(s, "newsflow_digests_total").values()) > 0  # digest windows closed
+        # digest windows closed (they close once every story shard has released the last ticks)
+        def digests_closed() -> Any:
+            x = scrape(port)
+            return x if sum(by_name(x, "newsflow_digests_total").values()) > 0 else None
+
+        s = wait_for(digests_closed, 60, "digest windows to close", proc)
         code, body = get(f"http://127.0.0.1:{port}/healthz")
         h = orjson.loads(body)
         assert code == 200 and h["ok"] is True and h["service"] == "flow" and h["payloads"] == n
