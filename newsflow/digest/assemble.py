@@ -13,13 +13,16 @@ any order gives byte-identical ``orjson.dumps`` output.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+import struct
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import xxhash
 
 from newsflow.clustering.window import cluster_articles, tfidf_from_counts
 from newsflow.core.hashing import stable_id
@@ -502,17 +505,87 @@ def _stem_surface(
     return stem_of, best, first
 
 
+class _Memo:
+    """A bounded, thread-safe memo of pure text computations (least recently used out).
+
+    Digest windows overlap (rolling, morning, midday, evening, weekly): the same story, with the
+    same lead and members, is labelled and summarized again in every window that shows it. A
+    label, a summary or a topic's key stems depend only on the texts of the articles they read
+    and a few small arguments, so they are computed once per distinct input, keyed by a 128-bit
+    xxh3 digest of those texts (never ``hash()``). Outputs do not depend on the memo (a miss
+    recomputes the same value); values are immutable."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[Any, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any, make: Callable[[], Any]) -> Any:
+        with self.lock:
+            v = self.data.get(key)
+            if v is not None:
+                self.data.move_to_end(key)
+                return v
+        v = make()
+        with self.lock:
+            self.data[key] = v
+            if len(self.data) > self.size:
+                self.data.popitem(last=False)
+        return v
+
+
+_LABELS = _Memo(1 << 14)
+_STEMS = _Memo(1 << 14)
+_SUMMARIES = _Memo(1 << 14)
+_U32 = struct.Struct("<I")
+
+
+def _texts_key(members: Iterable[Mapping[str, Any]]) -> bytes:
+    """128-bit digest of what text computations read of the records: title and body (an
+    entry's compressed body bytes, or a record's ``body_text``), length-prefixed."""
+    h = xxhash.xxh3_128()
+    for r in members:
+        t = (r.get("title") or "").encode("utf-8", "surrogatepass")
+        b = r.get("body_text")
+        body = b"s" + str(b).encode("utf-8", "surrogatepass") if b is not None else b"z" + (r.get("_bz") or b"")
+        h.update(_U32.pack(len(t)))
+        h.update(t)
+        h.update(_U32.pack(len(body)))
+        h.update(body)
+    return h.digest()
+
+
 def _label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
     if c.label is None:
-        c.label = _make_label(c, sel)
+        key = (_texts_key([sel[i] for i in c.ranked[:20]]), tuple(c.term_hashes),
+               sel[c.lead].get("title") or "")
+        label, ent, terms = _LABELS.get(key, lambda: _frozen_label(c, sel))
+        c.label = (label, ent, list(terms))
     return c.label
+
+
+def _frozen_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, tuple[str, ...]]:
+    label, ent, terms = _make_label(c, sel)
+    return label, ent, tuple(terms)
 
 
 def _key_stems(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> list[str]:
     """The topic's top stems (for the summary), from the titles and bodies of its lead and the
     members closest to the centroid."""
-    stem_of, _, _ = _stem_surface([sel[i] for i in c.ranked[:20]])
-    return [stem_of[h] for h in c.term_hashes if h in stem_of][:5]
+    members = [sel[i] for i in c.ranked[:20]]
+
+    def make() -> tuple[str, ...]:
+        stem_of, _, _ = _stem_surface(members)
+        return tuple([stem_of[h] for h in c.term_hashes if h in stem_of][:5])
+
+    return list(_STEMS.get((_texts_key(members), tuple(c.term_hashes)), make))
+
+
+def _summary(lead: Mapping[str, Any], terms: Sequence[str], wr: tuple[int, int]) -> str:
+    """:func:`extractive_summary` of the lead, memoized on its text (see :class:`_Memo`)."""
+    key = (_texts_key([lead]), tuple(terms), tuple(wr))
+    out: str = _SUMMARIES.get(key, lambda: extractive_summary(lead, terms, wr))
+    return out
 
 
 def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
@@ -633,7 +706,7 @@ def _item(
             pubs[p] = min(pubs.get(p, 9), _tier_rank(tier))
     related_sources = [p for p, _ in sorted(pubs.items(), key=lambda kv: (kv[1], kv[0]))]
     c.terms = _key_stems(c, sel)
-    summary = extractive_summary(lead, c.terms, wr)
+    summary = _summary(lead, c.terms, wr)
     return {
         "label": label,
         "trend": trend,
