@@ -12,6 +12,7 @@ any order gives byte-identical ``orjson.dumps`` output.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
 import threading
@@ -29,10 +30,12 @@ from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
 from newsflow.digest.coverage import StoryCoverage
-from newsflow.digest.entries import body_text, digest_entries
+from newsflow.digest.entries import digest_entries
 from newsflow.digest.health import FeedHealthAccumulator, summarize_feed_health
 from newsflow.digest.labels import (
     _WORD_CASED,
+    body_key,
+    body_of_key,
     extractive_summary,
     short_headline,
     title_entities,
@@ -157,22 +160,26 @@ def select_records(
     preferred = _preferred_copies(records)
     latest: dict[str, Mapping[str, Any]] = {}
     dup_keys: set[str] = set()
+    start, end = window.start_ms, window.end_ms
+    ms_field = "fetched_ms" if config.time_basis == "fetched" else "published_ms"
     for r in records:
-        try:
-            t = article_time_ms(r, config.time_basis)
-        except (KeyError, TypeError, ValueError):
-            continue
-        if not window.contains(t):
+        t = r.get(ms_field)
+        if type(t) is not int:
+            try:
+                t = article_time_ms(r, config.time_basis)
+            except (KeyError, TypeError, ValueError):
+                continue
+        if not start <= t < end:
             continue
         disp = r.get("disposition")
-        if disp in DUPLICATE_DISPOSITIONS:
-            dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
-            continue
         if disp not in SCORED_DISPOSITIONS:
+            if disp in DUPLICATE_DISPOSITIONS:
+                dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
             continue
-        aid = str(r.get("article_id") or "")
+        aid = r.get("article_id")
         if not aid:
             continue
+        aid = str(aid)
         cur = latest.get(aid)
         if cur is None or _record_key(r) > _record_key(cur):
             latest[aid] = r
@@ -439,29 +446,23 @@ def _build_clusters(
     cn = np.sqrt(np.asarray(C.multiply(C).sum(axis=1)).ravel())
     cn[cn == 0.0] = 1.0
     sims = _row_centroid_dots(X, C, cid) / cn[cid]
-    scores = np.array([_score(r) for r in sel])
-    members: list[list[int]] = [[] for _ in range(m)]
-    for i, c in enumerate(cid.tolist()):
-        members[c].append(i)
+    score_l = [_score(r) for r in sel]
+    scores = np.array(score_l)
+    # lead: closest to the centroid, then importance, then tier, then id (``sel`` is sorted by
+    # id: the index is the id's rank); one stable lexsort for all clusters
+    near = np.array([round(v, 9) for v in sims.tolist()])
+    tiers = np.array([_tier_rank(r.get("tier")) for r in sel], dtype=np.int64)
+    order = np.lexsort((np.arange(n), tiers, -scores, -near, cid))
+    bounds = np.searchsorted(cid[order], np.arange(m + 1))
+    order_l, bounds_l = order.tolist(), bounds.tolist()
     out = []
     for c in range(m):
-        mem = members[c]
+        ranked = order_l[bounds_l[c]:bounds_l[c + 1]]
+        mem = sorted(ranked) if len(ranked) > 1 else ranked
         cl = _Cluster(mem)
-        if len(mem) == 1:
-            cl.ranked = mem
-        else:
-            # lead: closest to the centroid, then importance, then tier, then id
-            cl.ranked = sorted(
-                mem,
-                key=lambda i: (
-                    -round(float(sims[i]), 9),
-                    -scores[i],
-                    _tier_rank(sel[i].get("tier")),
-                    sel[i]["article_id"],
-                ),
-            )
-        cl.lead = cl.ranked[0]
-        cl.score = round(float(max(scores[i] for i in mem)), 2)
+        cl.ranked = ranked
+        cl.lead = ranked[0]
+        cl.score = round(float(max([score_l[i] for i in mem])), 2)
         s0, s1 = C.indptr[c], C.indptr[c + 1]
         idx, val = C.indices[s0:s1], C.data[s0:s1]
         top = idx[np.lexsort((vocab[idx], -val))[:8]]
@@ -472,37 +473,44 @@ def _build_clusters(
     return out
 
 
-def _stem_surface(
-    members: Sequence[Mapping[str, Any]], body_words: int = 100
-) -> tuple[dict[int, str], dict[str, str], dict[str, tuple[int, int]]]:
-    """hash -> stem, stem -> most frequent surface word, and stem -> (member index, word
-    position) of its first appearance, from the members' titles and first ``body_words`` words
-    (local: does not depend on any global cache state)."""
-    stem_of: dict[int, str] = {}
-    surf: dict[str, Counter[str]] = {}
-    first: dict[str, tuple[int, int]] = {}
-    for m, r in enumerate(members):
-        text = (r.get("title") or "") + " " + " ".join(body_text(r).split()[:body_words]) if body_words else r.get("title") or ""
-        for pos, w in enumerate(_WORD_CASED.findall(text)):
-            a = _analyze_word(w.lower())
-            if a is None:
-                continue
-            stem_of[a[1]] = a[0]
-            surf.setdefault(a[0], Counter())[w] += 1
-            first.setdefault(a[0], (m, pos))
-    best = {}
-    for st, c in surf.items():
-        # most frequent lower-cased word, shown in its most frequent spelling ("iPhone")
-        low: Counter[str] = Counter()
-        for w, n in c.items():
-            low[w.lower()] += n
-        word = sorted(low.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-        forms = sorted(
-            ((w, n) for w, n in c.items() if w.lower() == word),
-            key=lambda kv: (-kv[1], kv[0].istitle(), kv[0]),
-        )
-        best[st] = forms[0][0]
-    return stem_of, best, first
+@functools.lru_cache(maxsize=1 << 15)
+def _title_words(title: str) -> tuple[tuple[int, str, int, str], ...]:
+    """(position, stem, stem hash, surface word) of each analysable word of a title, in order
+    (memoized: a title is read again by every window and label it is in)."""
+    out = []
+    for pos, w in enumerate(_WORD_CASED.findall(title)):
+        a = _analyze_word(w.lower())
+        if a is not None:
+            out.append((pos, a[0], a[1], w))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 13)
+def _text_stems(title: str, body: str | bytes, body_words: int = 100) -> dict[int, str]:
+    """stem hash -> stem of the words of a title and the first ``body_words`` words of its
+    body (``body``: :func:`newsflow.digest.labels.body_key`). Memoized per article; callers
+    must not modify the returned dict."""
+    text = title + " " + " ".join(body_of_key(body).split()[:body_words])
+    out: dict[int, str] = {}
+    for w in _WORD_CASED.findall(text):
+        a = _analyze_word(w.lower())
+        if a is not None:
+            out[a[1]] = a[0]
+    return out
+
+
+def _surface(forms: Counter[str]) -> str:
+    """The most frequent lower-cased word of a stem, shown in its most frequent spelling
+    ("iPhone")."""
+    low: Counter[str] = Counter()
+    for w, n in forms.items():
+        low[w.lower()] += n
+    word = sorted(low.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    best = sorted(
+        ((w, n) for w, n in forms.items() if w.lower() == word),
+        key=lambda kv: (-kv[1], kv[0].istitle(), kv[0]),
+    )
+    return best[0][0]
 
 
 class _Memo:
@@ -535,8 +543,6 @@ class _Memo:
 
 
 _LABELS = _Memo(1 << 14)
-_STEMS = _Memo(1 << 14)
-_SUMMARIES = _Memo(1 << 14)
 _U32 = struct.Struct("<I")
 
 
@@ -572,20 +578,22 @@ def _frozen_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, s
 def _key_stems(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> list[str]:
     """The topic's top stems (for the summary), from the titles and bodies of its lead and the
     members closest to the centroid."""
-    members = [sel[i] for i in c.ranked[:20]]
-
-    def make() -> tuple[str, ...]:
-        stem_of, _, _ = _stem_surface(members)
-        return tuple([stem_of[h] for h in c.term_hashes if h in stem_of][:5])
-
-    return list(_STEMS.get((_texts_key(members), tuple(c.term_hashes)), make))
+    maps = [_text_stems(sel[i].get("title") or "", body_key(sel[i])) for i in c.ranked[:20]]
+    out: list[str] = []
+    for h in c.term_hashes:
+        for m in maps:
+            st = m.get(h)
+            if st is not None:  # a hash is the hash of one stem
+                out.append(st)
+                break
+        if len(out) == 5:
+            break
+    return out
 
 
 def _summary(lead: Mapping[str, Any], terms: Sequence[str], wr: tuple[int, int]) -> str:
-    """:func:`extractive_summary` of the lead, memoized on its text (see :class:`_Memo`)."""
-    key = (_texts_key([lead]), tuple(terms), tuple(wr))
-    out: str = _SUMMARIES.get(key, lambda: extractive_summary(lead, terms, wr))
-    return out
+    """:func:`extractive_summary` of the lead (its sentences are memoized per article)."""
+    return extractive_summary(lead, terms, wr)
 
 
 def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
@@ -595,8 +603,14 @@ def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str
     headline."""
     # the lead and the members closest to the centroid speak for the topic
     members = [sel[i] for i in c.ranked[:20]]
-    titles = [{"title": r.get("title") or ""} for r in members]
-    t_stem_of, t_surface, t_first = _stem_surface(titles, body_words=0)
+    t_stem_of: dict[int, str] = {}
+    t_forms: dict[str, Counter[str]] = {}
+    t_first: dict[str, tuple[int, int]] = {}
+    for m, r in enumerate(members):
+        for pos, st, h, w in _title_words(r.get("title") or ""):
+            t_stem_of[h] = st
+            t_forms.setdefault(st, Counter())[w] += 1
+            t_first.setdefault(st, (m, pos))
     ent = title_entity(members)
     # names are entities, not terms: no word of any title entity is a term
     names = " ".join(e for r in members for e in title_entities(r).values())
@@ -610,7 +624,7 @@ def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str
         if len(picked) == 3:
             break
     picked.sort(key=lambda st: t_first[st])
-    terms = [t_surface[st] for st in picked]
+    terms = [_surface(t_forms[st]) for st in picked]
     if ent and terms:
         label = f"{ent}: {' '.join(terms)}"
     else:
@@ -633,7 +647,9 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
 
     def adjust(rec: Mapping[str, Any]) -> Mapping[str, Any]:
         comps = rec.get("importance_components")
-        if not isinstance(comps, Mapping) or not all(c in comps for c in COMPONENTS):
+        if not isinstance(comps, Mapping) or not (
+                "authority" in comps and "recency" in comps and "corroboration" in comps
+                and "relevance" in comps and "depth" in comps):
             return rec
         sid, fid, tier = rec.get("story_id"), rec.get("feed_id"), rec.get("tier")
         cov = stories.get(sid)
@@ -647,7 +663,8 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
             a = auth[(tier, rel)] = authority_score(
                 tier, rel, tier_scores=cfg.tier_scores, unknown_tier_score=cfg.unknown_tier_score)
         pubs, tiers = cov
-        n_pub, n_tier = story_counts(rec)
+        sc = rec.get("_sc")
+        n_pub, n_tier = sc if sc is not None else story_counts(rec)
         corr = corroboration_score(max(len(pubs), n_pub), max(len(tiers), n_tier))
         # the same sum() as weighted_importance (3.12's sum() of floats is compensated)
         x = sum((w0 * a, w1 * comps["recency"], w2 * corr, w3 * comps["relevance"], w4 * comps["depth"]))
