@@ -147,6 +147,30 @@ def items(d: dict, name: str) -> list[dict]:
 
 
 # ---- assembly ---------------------------------------------------------------------------
+def test_text_memos_never_change_a_digest():
+    """Labels, key stems, entities and summaries are memoized across windows (keyed by the
+    texts they read): a warm memo gives the bytes of a cold one, also when the same titles
+    come back with other bodies (the memo must not answer from the first bodies)."""
+    from newsflow.digest.assemble import clear_memos
+
+    def bodies(tag: str) -> list[dict]:  # the same titles; bodies as given or sentences reversed
+        out = []
+        for r in standard_records():
+            sents = [x.strip() for x in r["body_text"].split(". ") if x.strip()]
+            body = ". ".join(sents[::-1] if tag == "reversed" else sents)
+            out.append({**r, "body_text": body})
+        return out
+
+    cold = {}
+    for tag in ("as given", "reversed"):
+        clear_memos()
+        cold[tag] = orjson.dumps(assemble_digest(bodies(tag), WIN))
+    assert cold["as given"] != cold["reversed"]  # the bodies do reach the digest (summaries)
+    clear_memos()
+    for tag in ("as given", "reversed", "as given"):  # warm: the other bodies already memoized
+        assert orjson.dumps(assemble_digest(bodies(tag), WIN)) == cold[tag]
+
+
 def test_sections_thresholds_and_header():
     d = assemble_digest(standard_records(), WIN)
     validate("digests", d)

@@ -546,6 +546,17 @@ _LABELS = _Memo(1 << 14)
 _U32 = struct.Struct("<I")
 
 
+def clear_memos() -> None:
+    """Empty the text memos (labels, title words, stem maps, entities, summary sentences):
+    for cold-cache measurements and tests; outputs never depend on them."""
+    from newsflow.digest import labels
+
+    _LABELS.data.clear()
+    for f in (_title_words, _text_stems, labels._entities_keyed, labels._title_entities,
+              labels._summary_sentences, labels._entities_text):
+        f.cache_clear()
+
+
 def _texts_key(members: Iterable[Mapping[str, Any]]) -> bytes:
     """128-bit digest of what text computations read of the records: title and body (an
     entry's compressed body bytes, or a record's ``body_text``), length-prefixed."""
