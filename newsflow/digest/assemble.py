@@ -662,7 +662,25 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
                 "authority" in comps and "recency" in comps and "corroboration" in comps
                 and "relevance" in comps and "depth" in comps):
             return rec
-        sid, fid, tier = rec.get("story_id"), rec.get("feed_id"), rec.get("tier")
+        sid, fid, tier, sc = rec.get("story_id"), rec.get("feed_id"), rec.get("tier"), rec.get("_sc")
+        if sc is None:
+            sc = story_counts(rec)
+        k = (sid, fid, tier, sc)
+        got = parts.get(k)
+        if got is None:
+            got = parts[k] = part(sid, fid, tier, sc)
+        wa, wc, pubs, tiers = got
+        # the same sum() as weighted_importance (3.12's sum() of floats is compensated)
+        x = sum((wa, w1 * comps["recency"], wc, w3 * comps["relevance"], w4 * comps["depth"]))
+        return {**rec, "importance": round(min(100.0, max(0.0, x)), nd), "importance_components": None,
+                "story_publishers": pubs or rec.get("story_publishers"),
+                "story_tiers": tiers or rec.get("story_tiers")}
+
+    #: (story, feed, tier, story counts as scored) -> (weighted authority, weighted
+    #: corroboration, publishers, tiers): what re-scoring needs beyond the record's components
+    parts: dict[Any, tuple[float, float, list[str], list[str]]] = {}
+
+    def part(sid: Any, fid: Any, tier: Any, sc: tuple[int, int]) -> tuple[float, float, list[str], list[str]]:
         cov = stories.get(sid)
         if cov is None:
             cov = stories[sid] = coverage.as_of(sid, end_ms)
@@ -674,14 +692,8 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
             a = auth[(tier, rel)] = authority_score(
                 tier, rel, tier_scores=cfg.tier_scores, unknown_tier_score=cfg.unknown_tier_score)
         pubs, tiers = cov
-        sc = rec.get("_sc")
-        n_pub, n_tier = sc if sc is not None else story_counts(rec)
-        corr = corroboration_score(max(len(pubs), n_pub), max(len(tiers), n_tier))
-        # the same sum() as weighted_importance (3.12's sum() of floats is compensated)
-        x = sum((w0 * a, w1 * comps["recency"], w2 * corr, w3 * comps["relevance"], w4 * comps["depth"]))
-        return {**rec, "importance": round(min(100.0, max(0.0, x)), nd), "importance_components": None,
-                "story_publishers": pubs or rec.get("story_publishers"),
-                "story_tiers": tiers or rec.get("story_tiers")}
+        corr = corroboration_score(max(len(pubs), sc[0]), max(len(tiers), sc[1]))
+        return w0 * a, w2 * corr, pubs, tiers
 
     return adjust
 
