@@ -97,6 +97,8 @@ def _tier_rank(t: Any) -> int:
 
 def _score(rec: Mapping[str, Any]) -> float:
     v = rec.get("importance")
+    if type(v) is float:
+        return v
     return float(v) if isinstance(v, int | float) else 0.0
 
 
@@ -658,32 +660,40 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
 
     def adjust(rec: Mapping[str, Any]) -> Mapping[str, Any]:
         comps = rec.get("importance_components")
-        if not isinstance(comps, Mapping) or not (
+        if (type(comps) is not dict and not isinstance(comps, Mapping)) or not (
                 "authority" in comps and "recency" in comps and "corroboration" in comps
                 and "relevance" in comps and "depth" in comps):
             return rec
         sid, fid, tier, sc = rec.get("story_id"), rec.get("feed_id"), rec.get("tier"), rec.get("_sc")
         if sc is None:
             sc = story_counts(rec)
-        k = (sid, fid, tier, sc)
-        got = parts.get(k)
+        got = by_story.get((sid, sc))
         if got is None:
-            got = parts[k] = part(sid, fid, tier, sc)
-        wa, wc, pubs, tiers = got
+            got = by_story[(sid, sc)] = story_part(sid, sc)
+        wc, pubs, tiers = got
+        wa = by_feed.get((fid, tier))
+        if wa is None:
+            wa = by_feed[(fid, tier)] = feed_part(fid, tier)
         # the same sum() as weighted_importance (3.12's sum() of floats is compensated)
         x = sum((wa, w1 * comps["recency"], wc, w3 * comps["relevance"], w4 * comps["depth"]))
         return {**rec, "importance": round(min(100.0, max(0.0, x)), nd), "importance_components": None,
                 "story_publishers": pubs or rec.get("story_publishers"),
                 "story_tiers": tiers or rec.get("story_tiers")}
 
-    #: (story, feed, tier, story counts as scored) -> (weighted authority, weighted
-    #: corroboration, publishers, tiers): what re-scoring needs beyond the record's components
-    parts: dict[Any, tuple[float, float, list[str], list[str]]] = {}
+    #: what re-scoring needs beyond the record's components, looked up once per window:
+    #: (story, its counts as scored) -> (weighted corroboration, publishers, tiers) as of the
+    #: end; (feed, tier) -> weighted authority with the feed's reliability as of the end
+    by_story: dict[Any, tuple[float, list[str], list[str]]] = {}
+    by_feed: dict[Any, float] = {}
 
-    def part(sid: Any, fid: Any, tier: Any, sc: tuple[int, int]) -> tuple[float, float, list[str], list[str]]:
+    def story_part(sid: Any, sc: tuple[int, int]) -> tuple[float, list[str], list[str]]:
         cov = stories.get(sid)
         if cov is None:
             cov = stories[sid] = coverage.as_of(sid, end_ms)
+        pubs, tiers = cov
+        return w2 * corroboration_score(max(len(pubs), sc[0]), max(len(tiers), sc[1])), pubs, tiers
+
+    def feed_part(fid: Any, tier: Any) -> float:
         if fid not in feeds:
             feeds[fid] = coverage.reliability_of(fid, end_ms)
         rel = feeds[fid]
@@ -691,9 +701,7 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
         if a is None:
             a = auth[(tier, rel)] = authority_score(
                 tier, rel, tier_scores=cfg.tier_scores, unknown_tier_score=cfg.unknown_tier_score)
-        pubs, tiers = cov
-        corr = corroboration_score(max(len(pubs), sc[0]), max(len(tiers), sc[1]))
-        return w0 * a, w2 * corr, pubs, tiers
+        return w0 * a
 
     return adjust
 
