@@ -630,10 +630,10 @@ def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str
     ent_stems = {a[0] for w in words(f"{ent or ''} {names}") if (a := _analyze_word(w)) is not None}
     picked: list[str] = []
     for h in c.term_hashes:
-        st = t_stem_of.get(h)
-        if st is None or st in ent_stems or st.isdigit() or st in picked:
+        hit = t_stem_of.get(h)
+        if hit is None or hit in ent_stems or hit.isdigit() or hit in picked:
             continue
-        picked.append(st)
+        picked.append(hit)
         if len(picked) == 3:
             break
     picked.sort(key=lambda st: t_first[st])
