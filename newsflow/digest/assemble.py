@@ -487,7 +487,7 @@ def _title_words(title: str) -> tuple[tuple[int, str, int, str], ...]:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=1 << 13)
+@functools.lru_cache(maxsize=1 << 12)
 def _text_stems(title: str, body: str | bytes, body_words: int = 100) -> dict[int, str]:
     """stem hash -> stem of the words of a title and the first ``body_words`` words of its
     body (``body``: :func:`newsflow.digest.labels.body_key`). Memoized per article; callers

@@ -188,7 +188,7 @@ def extractive_summary(
     return " ".join(toks)
 
 
-@functools.lru_cache(maxsize=1 << 13)
+@functools.lru_cache(maxsize=1 << 12)
 def _summary_sentences(
     title: str, body: str | bytes, max_sentences: int
 ) -> tuple[tuple[str, ...], tuple[frozenset[str], ...], str]:
