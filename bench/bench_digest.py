@@ -11,8 +11,10 @@ entries (once per article, on arrival) is printed apart, per article.
 
 ``--baseline-src DIR`` runs the same window through the code of another checkout (e.g. the
 lead's ``main`` before this change) in a subprocess on the same records, in the same
-invocation, and prints both (ratio = baseline / this). State bytes are pickle sizes per article
-of what the digest step keeps (entries here; the baseline's ``digest_view`` records there).
+invocation, and prints both (ratio = baseline / this). A baseline that keeps entries
+(``newsflow.digest.entries``) gets them built before its timed part, as here, so both time
+assembly alone. State bytes are pickle sizes per article of what the digest step keeps
+(entries; for an older baseline its ``digest_view`` records).
 
     python3 bench/bench_digest.py --n 100000 --baseline-src /work/main
     python3 bench/bench_digest.py --n 100000 --no-stories   # every article its own story
@@ -45,14 +47,21 @@ from newsflow.digest.schedule import DigestWindow
 args = pickle.load(open(sys.argv[1], "rb"))
 cfg = DigestConfig(n_topics=args["topics"])
 win = DigestWindow(*args["window"])
-prev = assemble_digest(args["prev"], win, config=cfg)
-try:
-    from newsflow.flows.pipeline import digest_view
-    state = len(pickle.dumps([digest_view(r) for r in args["recs"]], protocol=5))
+recs, prev_recs, state = args["recs"], args["prev"], None
+try:  # a checkout that keeps entries: time assembly on entries too (built untimed, as here)
+    from newsflow.digest.entries import digest_entries
+    recs = digest_entries(recs, title_weight=cfg.title_weight, body_words=cfg.body_words)
+    prev_recs = digest_entries(prev_recs, title_weight=cfg.title_weight, body_words=cfg.body_words)
+    state = len(pickle.dumps(recs, protocol=5))
 except ImportError:
-    state = None
+    try:
+        from newsflow.flows.pipeline import digest_view
+        state = len(pickle.dumps([digest_view(r) for r in recs], protocol=5))
+    except ImportError:
+        pass
+prev = assemble_digest(prev_recs, win, config=cfg)
 t0, c0 = time.perf_counter(), time.process_time()
-d = assemble_digest(args["recs"], win, previous=digest_memory(prev), config=cfg)
+d = assemble_digest(recs, win, previous=digest_memory(prev), config=cfg)
 print(orjson.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
                     "state_bytes": state, "clusters": d["cluster_count"],
                     "leads": [it["lead"]["article_id"] for s in d["sections"] for it in s["items"]]}).decode())

@@ -8,11 +8,14 @@ Runs, in turn (A B C A B C ...), each as its own process:
 * ``flow-p1``: the whole flow, 1 process (``python -m bytewax.testing "flows.entry:file_flow()" -p 1``)
 * ``flow-p2``: the whole flow, 2 processes (``-p 2``)
 * ``naive``:   ``bench/naive_peer.py`` (feedparser + a dict on GUID / canonical URL)
+* ``flow-base`` (with ``--baseline-src DIR``): the whole flow, 1 process, with another
+  checkout's code (e.g. ``/work/main``), so a change is measured against its base in the same
+  invocation; its outputs are compared with ``flow-p1``'s (``same_outputs_as_base``)
 
 and prints per command the median wall seconds and peak RSS (largest process, from
 ``wait4``), articles (or items) per second, and the ratios of each round's pair (so a drift of
 the shared machine's speed cancels out): ``naive / flow-p1`` (how many times faster the flow
-is than the peer) and ``flow-p1 / flow-p2`` (speed-up of 2 processes).
+is than the peer), ``flow-p1 / flow-p2`` (speed-up of 2 processes) and ``flow-base / flow-p1``.
 """
 
 from __future__ import annotations
@@ -35,10 +38,10 @@ if not SHARED.exists():
 UCI = SHARED / "data" / "uci-news" / "uci_news_2014-03_05.daily_shuffled.jsonl.gz"
 
 
-def run(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
+def run(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, int]:
     """Wall seconds and peak RSS in MB of one command (its largest process)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     dt = time.perf_counter() - t0
     err = proc.stderr.read() if proc.stderr else b""
@@ -74,6 +77,7 @@ def main() -> None:
     ap.add_argument("--uci-rows", type=int)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--skip", action="append", default=[], choices=["flow-p1", "flow-p2", "naive"])
+    ap.add_argument("--baseline-src", help="another checkout: its flow (1 process) runs as a peer")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="newsflow-thr-"))
     if args.uci_rows:
@@ -92,14 +96,20 @@ def main() -> None:
         "naive": [py, "bench/naive_peer.py", str(archive)],
     }
     cmds = {k: v for k, v in cmds.items() if k not in args.skip}
+    base = Path(args.baseline_src).resolve() if args.baseline_src else None
+    if base is not None:
+        cmds["flow-base"] = cmds.get("flow-p1") or [py, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "1"]
     res: dict[str, list[tuple[float, int]]] = {k: [] for k in cmds}
     articles = 0
     for r in range(args.runs):
         for name, cmd in cmds.items():
             out = work / f"out-{name}-{r}"
             env = {**os.environ, "NEWSFLOW_INPUT": str(archive), "NEWSFLOW_OUT": str(out), "PYTHONHASHSEED": "0"}
-            res[name].append(run(cmd, env))
-            if name.startswith("flow"):
+            if name == "flow-base":
+                assert base is not None
+                env["PYTHONPATH"] = str(base)  # its newsflow package and flows/ entry points
+            res[name].append(run(cmd, env, base if name == "flow-base" and base else ROOT))
+            if name in ("flow-p1", "flow-p2"):
                 articles = sum(1 for _ in (out / "articles.jsonl").open("rb"))
             print(f"run {r} {name}: {res[name][-1][0]:.1f} s, {res[name][-1][1]} MB", file=sys.stderr)
     report: dict[str, object] = {"input": str(archive), "polls": polls, "items": items,
@@ -115,6 +125,12 @@ def main() -> None:
     if "flow-p2" in res and "flow-p1" in res:
         q = [a[0] / b[0] for a, b in zip(res["flow-p1"], res["flow-p2"], strict=True)]
         report["p2_speedup"] = {"median": round(statistics.median(q), 2), "per_round": [round(x, 2) for x in q]}
+    if "flow-base" in res and "flow-p1" in res:
+        q = [b[0] / f[0] for b, f in zip(res["flow-base"], res["flow-p1"], strict=True)]
+        report["flow_p1_vs_base_speed"] = {"median": round(statistics.median(q), 2), "per_round": [round(x, 2) for x in q]}
+        report["same_outputs_as_base"] = {
+            f: (work / "out-flow-base-0" / f).read_bytes() == (work / "out-flow-p1-0" / f).read_bytes()
+            for f in ("articles.jsonl", "stories.jsonl", "digests.jsonl")}
     print(json.dumps(report, indent=2))
 
 

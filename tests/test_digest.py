@@ -11,7 +11,12 @@ import pytest
 import scipy.sparse as sp
 from sklearn.cluster import DBSCAN
 
-from newsflow.clustering.window import blocked_radius_graph, radius_graph, tfidf_matrix
+from newsflow.clustering.window import (
+    blocked_radius_graph,
+    dbscan_precomputed,
+    radius_graph,
+    tfidf_matrix,
+)
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
 from newsflow.digest.assemble import assemble_digest, digest_memory
@@ -142,6 +147,30 @@ def items(d: dict, name: str) -> list[dict]:
 
 
 # ---- assembly ---------------------------------------------------------------------------
+def test_text_memos_never_change_a_digest():
+    """Labels, key stems, entities and summaries are memoized across windows (keyed by the
+    texts they read): a warm memo gives the bytes of a cold one, also when the same titles
+    come back with other bodies (the memo must not answer from the first bodies)."""
+    from newsflow.digest.assemble import clear_memos
+
+    def bodies(tag: str) -> list[dict]:  # the same titles; bodies as given or sentences reversed
+        out = []
+        for r in standard_records():
+            sents = [x.strip() for x in r["body_text"].split(". ") if x.strip()]
+            body = ". ".join(sents[::-1] if tag == "reversed" else sents)
+            out.append({**r, "body_text": body})
+        return out
+
+    cold = {}
+    for tag in ("as given", "reversed"):
+        clear_memos()
+        cold[tag] = orjson.dumps(assemble_digest(bodies(tag), WIN))
+    assert cold["as given"] != cold["reversed"]  # the bodies do reach the digest (summaries)
+    clear_memos()
+    for tag in ("as given", "reversed", "as given"):  # warm: the other bodies already memoized
+        assert orjson.dumps(assemble_digest(bodies(tag), WIN)) == cold[tag]
+
+
 def test_sections_thresholds_and_header():
     d = assemble_digest(standard_records(), WIN)
     validate("digests", d)
@@ -382,6 +411,32 @@ def test_radius_graph_equals_sklearn_dbscan_cosine():
     X2, _ = tfidf_matrix([TextFeatures.of("same words", "")] * 2)
     G = radius_graph(X2, 0.4)
     assert G.nnz == 2 and sp.issparse(G)
+
+
+def test_dbscan_precomputed_equals_sklearn():
+    """Our DBSCAN on a sparse distance graph gives scikit-learn's labels exactly: symmetric and
+    asymmetric graphs, integer sample weights, several min_samples, points within eps of two
+    clusters (border assignment), entries just above eps, stored diagonals."""
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        n = int(rng.integers(1, 120))
+        m = int(rng.integers(0, 4 * n))
+        r = rng.integers(0, n, m)
+        c = rng.integers(0, n, m)
+        d = rng.choice([0.0, 1e-12, 0.1, 0.39, 0.4, 0.4 + 1e-10, 0.5, 0.9], m)
+        if trial % 2 == 0:  # symmetric, as the radius graphs
+            r, c, d = np.concatenate([r, c]), np.concatenate([c, r]), np.concatenate([d, d])
+        G = sp.csr_matrix((d, (r, c)), shape=(n, n))
+        G.sum_duplicates()
+        G.data = np.minimum(G.data, 0.9)
+        if trial % 3 == 0:  # no stored self distances, as the radius graphs
+            G.setdiag(0.0)
+            G.eliminate_zeros()
+        w = rng.integers(1, 4, n).astype(np.float64) if trial % 4 < 2 else None
+        for ms in (1, 2, 3, 5):
+            ref = DBSCAN(eps=0.4, min_samples=ms, metric="precomputed").fit_predict(G, sample_weight=w)
+            got = dbscan_precomputed(G, 0.4, ms, w)
+            assert got.tolist() == ref.tolist(), (trial, ms)
 
 
 def test_tfidf_matches_sklearn_idf():

@@ -12,24 +12,30 @@ any order gives byte-identical ``orjson.dumps`` output.
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+import struct
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import xxhash
 
 from newsflow.clustering.window import cluster_articles, tfidf_from_counts
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
 from newsflow.digest.coverage import StoryCoverage
-from newsflow.digest.entries import body_text, digest_entries
+from newsflow.digest.entries import digest_entries
 from newsflow.digest.health import FeedHealthAccumulator, summarize_feed_health
 from newsflow.digest.labels import (
     _WORD_CASED,
+    body_key,
+    body_of_key,
     extractive_summary,
     short_headline,
     title_entities,
@@ -91,6 +97,8 @@ def _tier_rank(t: Any) -> int:
 
 def _score(rec: Mapping[str, Any]) -> float:
     v = rec.get("importance")
+    if type(v) is float:
+        return v
     return float(v) if isinstance(v, int | float) else 0.0
 
 
@@ -154,22 +162,26 @@ def select_records(
     preferred = _preferred_copies(records)
     latest: dict[str, Mapping[str, Any]] = {}
     dup_keys: set[str] = set()
+    start, end = window.start_ms, window.end_ms
+    ms_field = "fetched_ms" if config.time_basis == "fetched" else "published_ms"
     for r in records:
-        try:
-            t = article_time_ms(r, config.time_basis)
-        except (KeyError, TypeError, ValueError):
-            continue
-        if not window.contains(t):
+        t = r.get(ms_field)
+        if type(t) is not int:
+            try:
+                t = article_time_ms(r, config.time_basis)
+            except (KeyError, TypeError, ValueError):
+                continue
+        if not start <= t < end:
             continue
         disp = r.get("disposition")
-        if disp in DUPLICATE_DISPOSITIONS:
-            dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
-            continue
         if disp not in SCORED_DISPOSITIONS:
+            if disp in DUPLICATE_DISPOSITIONS:
+                dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
             continue
-        aid = str(r.get("article_id") or "")
+        aid = r.get("article_id")
         if not aid:
             continue
+        aid = str(aid)
         cur = latest.get(aid)
         if cur is None or _record_key(r) > _record_key(cur):
             latest[aid] = r
@@ -436,29 +448,23 @@ def _build_clusters(
     cn = np.sqrt(np.asarray(C.multiply(C).sum(axis=1)).ravel())
     cn[cn == 0.0] = 1.0
     sims = _row_centroid_dots(X, C, cid) / cn[cid]
-    scores = np.array([_score(r) for r in sel])
-    members: list[list[int]] = [[] for _ in range(m)]
-    for i, c in enumerate(cid.tolist()):
-        members[c].append(i)
+    score_l = [_score(r) for r in sel]
+    scores = np.array(score_l)
+    # lead: closest to the centroid, then importance, then tier, then id (``sel`` is sorted by
+    # id: the index is the id's rank); one stable lexsort for all clusters
+    near = np.array([round(v, 9) for v in sims.tolist()])
+    tiers = np.array([_tier_rank(r.get("tier")) for r in sel], dtype=np.int64)
+    order = np.lexsort((np.arange(n), tiers, -scores, -near, cid))
+    bounds = np.searchsorted(cid[order], np.arange(m + 1))
+    order_l, bounds_l = order.tolist(), bounds.tolist()
     out = []
     for c in range(m):
-        mem = members[c]
+        ranked = order_l[bounds_l[c]:bounds_l[c + 1]]
+        mem = sorted(ranked) if len(ranked) > 1 else ranked
         cl = _Cluster(mem)
-        if len(mem) == 1:
-            cl.ranked = mem
-        else:
-            # lead: closest to the centroid, then importance, then tier, then id
-            cl.ranked = sorted(
-                mem,
-                key=lambda i: (
-                    -round(float(sims[i]), 9),
-                    -scores[i],
-                    _tier_rank(sel[i].get("tier")),
-                    sel[i]["article_id"],
-                ),
-            )
-        cl.lead = cl.ranked[0]
-        cl.score = round(float(max(scores[i] for i in mem)), 2)
+        cl.ranked = ranked
+        cl.lead = ranked[0]
+        cl.score = round(float(max([score_l[i] for i in mem])), 2)
         s0, s1 = C.indptr[c], C.indptr[c + 1]
         idx, val = C.indices[s0:s1], C.data[s0:s1]
         top = idx[np.lexsort((vocab[idx], -val))[:8]]
@@ -469,50 +475,138 @@ def _build_clusters(
     return out
 
 
-def _stem_surface(
-    members: Sequence[Mapping[str, Any]], body_words: int = 100
-) -> tuple[dict[int, str], dict[str, str], dict[str, tuple[int, int]]]:
-    """hash -> stem, stem -> most frequent surface word, and stem -> (member index, word
-    position) of its first appearance, from the members' titles and first ``body_words`` words
-    (local: does not depend on any global cache state)."""
-    stem_of: dict[int, str] = {}
-    surf: dict[str, Counter[str]] = {}
-    first: dict[str, tuple[int, int]] = {}
-    for m, r in enumerate(members):
-        text = (r.get("title") or "") + " " + " ".join(body_text(r).split()[:body_words]) if body_words else r.get("title") or ""
-        for pos, w in enumerate(_WORD_CASED.findall(text)):
-            a = _analyze_word(w.lower())
-            if a is None:
-                continue
-            stem_of[a[1]] = a[0]
-            surf.setdefault(a[0], Counter())[w] += 1
-            first.setdefault(a[0], (m, pos))
-    best = {}
-    for st, c in surf.items():
-        # most frequent lower-cased word, shown in its most frequent spelling ("iPhone")
-        low: Counter[str] = Counter()
-        for w, n in c.items():
-            low[w.lower()] += n
-        word = sorted(low.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-        forms = sorted(
-            ((w, n) for w, n in c.items() if w.lower() == word),
-            key=lambda kv: (-kv[1], kv[0].istitle(), kv[0]),
-        )
-        best[st] = forms[0][0]
-    return stem_of, best, first
+@functools.lru_cache(maxsize=1 << 15)
+def _title_words(title: str) -> tuple[tuple[int, str, int, str], ...]:
+    """(position, stem, stem hash, surface word) of each analysable word of a title, in order
+    (memoized: a title is read again by every window and label it is in)."""
+    out = []
+    for pos, w in enumerate(_WORD_CASED.findall(title)):
+        a = _analyze_word(w.lower())
+        if a is not None:
+            out.append((pos, a[0], a[1], w))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _text_stems(title: str, body: str | bytes, body_words: int = 100) -> dict[int, str]:
+    """stem hash -> stem of the words of a title and the first ``body_words`` words of its
+    body (``body``: :func:`newsflow.digest.labels.body_key`). Memoized per article; callers
+    must not modify the returned dict."""
+    text = title + " " + " ".join(body_of_key(body).split()[:body_words])
+    out: dict[int, str] = {}
+    for w in _WORD_CASED.findall(text):
+        a = _analyze_word(w.lower())
+        if a is not None:
+            out[a[1]] = a[0]
+    return out
+
+
+def _surface(forms: Counter[str]) -> str:
+    """The most frequent lower-cased word of a stem, shown in its most frequent spelling
+    ("iPhone")."""
+    low: Counter[str] = Counter()
+    for w, n in forms.items():
+        low[w.lower()] += n
+    word = sorted(low.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    best = sorted(
+        ((w, n) for w, n in forms.items() if w.lower() == word),
+        key=lambda kv: (-kv[1], kv[0].istitle(), kv[0]),
+    )
+    return best[0][0]
+
+
+class _Memo:
+    """A bounded, thread-safe memo of pure text computations (least recently used out).
+
+    Digest windows overlap (rolling, morning, midday, evening, weekly): the same story, with the
+    same lead and members, is labelled and summarized again in every window that shows it. A
+    label, a summary or a topic's key stems depend only on the texts of the articles they read
+    and a few small arguments, so they are computed once per distinct input, keyed by a 128-bit
+    xxh3 digest of those texts (never ``hash()``). Outputs do not depend on the memo (a miss
+    recomputes the same value); values are immutable."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[Any, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any, make: Callable[[], Any]) -> Any:
+        with self.lock:
+            v = self.data.get(key)
+            if v is not None:
+                self.data.move_to_end(key)
+                return v
+        v = make()
+        with self.lock:
+            self.data[key] = v
+            if len(self.data) > self.size:
+                self.data.popitem(last=False)
+        return v
+
+
+_LABELS = _Memo(1 << 14)
+_U32 = struct.Struct("<I")
+
+
+def clear_memos() -> None:
+    """Empty the text memos (labels, title words, stem maps, entities, summary sentences):
+    for cold-cache measurements and tests; outputs never depend on them."""
+    from newsflow.digest import labels
+
+    _LABELS.data.clear()
+    for f in (_title_words, _text_stems, labels._entities_keyed, labels._title_entities,
+              labels._summary_sentences, labels._entities_text):
+        f.cache_clear()
+
+
+def _texts_key(members: Iterable[Mapping[str, Any]]) -> bytes:
+    """128-bit digest of what text computations read of the records: title and body (an
+    entry's compressed body bytes, or a record's ``body_text``), length-prefixed."""
+    h = xxhash.xxh3_128()
+    for r in members:
+        t = (r.get("title") or "").encode("utf-8", "surrogatepass")
+        b = r.get("body_text")
+        body = b"s" + str(b).encode("utf-8", "surrogatepass") if b is not None else b"z" + (r.get("_bz") or b"")
+        h.update(_U32.pack(len(t)))
+        h.update(t)
+        h.update(_U32.pack(len(body)))
+        h.update(body)
+    return h.digest()
 
 
 def _label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
     if c.label is None:
-        c.label = _make_label(c, sel)
+        key = (_texts_key([sel[i] for i in c.ranked[:20]]), tuple(c.term_hashes),
+               sel[c.lead].get("title") or "")
+        label, ent, terms = _LABELS.get(key, lambda: _frozen_label(c, sel))
+        c.label = (label, ent, list(terms))
     return c.label
+
+
+def _frozen_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, tuple[str, ...]]:
+    label, ent, terms = _make_label(c, sel)
+    return label, ent, tuple(terms)
 
 
 def _key_stems(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> list[str]:
     """The topic's top stems (for the summary), from the titles and bodies of its lead and the
     members closest to the centroid."""
-    stem_of, _, _ = _stem_surface([sel[i] for i in c.ranked[:20]])
-    return [stem_of[h] for h in c.term_hashes if h in stem_of][:5]
+    maps = [_text_stems(sel[i].get("title") or "", body_key(sel[i])) for i in c.ranked[:20]]
+    out: list[str] = []
+    for h in c.term_hashes:
+        for m in maps:
+            st = m.get(h)
+            if st is not None:  # a hash is the hash of one stem
+                out.append(st)
+                break
+        if len(out) == 5:
+            break
+    return out
+
+
+def _summary(lead: Mapping[str, Any], terms: Sequence[str], wr: tuple[int, int]) -> str:
+    """:func:`extractive_summary` of the lead (its sentences are memoized per article)."""
+    return extractive_summary(lead, terms, wr)
 
 
 def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
@@ -522,22 +616,28 @@ def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str
     headline."""
     # the lead and the members closest to the centroid speak for the topic
     members = [sel[i] for i in c.ranked[:20]]
-    titles = [{"title": r.get("title") or ""} for r in members]
-    t_stem_of, t_surface, t_first = _stem_surface(titles, body_words=0)
+    t_stem_of: dict[int, str] = {}
+    t_forms: dict[str, Counter[str]] = {}
+    t_first: dict[str, tuple[int, int]] = {}
+    for m, r in enumerate(members):
+        for pos, st, h, w in _title_words(r.get("title") or ""):
+            t_stem_of[h] = st
+            t_forms.setdefault(st, Counter())[w] += 1
+            t_first.setdefault(st, (m, pos))
     ent = title_entity(members)
     # names are entities, not terms: no word of any title entity is a term
     names = " ".join(e for r in members for e in title_entities(r).values())
     ent_stems = {a[0] for w in words(f"{ent or ''} {names}") if (a := _analyze_word(w)) is not None}
     picked: list[str] = []
     for h in c.term_hashes:
-        st = t_stem_of.get(h)
-        if st is None or st in ent_stems or st.isdigit() or st in picked:
+        hit = t_stem_of.get(h)
+        if hit is None or hit in ent_stems or hit.isdigit() or hit in picked:
             continue
-        picked.append(st)
+        picked.append(hit)
         if len(picked) == 3:
             break
     picked.sort(key=lambda st: t_first[st])
-    terms = [t_surface[st] for st in picked]
+    terms = [_surface(t_forms[st]) for st in picked]
     if ent and terms:
         label = f"{ent}: {' '.join(terms)}"
     else:
@@ -560,12 +660,40 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
 
     def adjust(rec: Mapping[str, Any]) -> Mapping[str, Any]:
         comps = rec.get("importance_components")
-        if not isinstance(comps, Mapping) or not all(c in comps for c in COMPONENTS):
+        if (type(comps) is not dict and not isinstance(comps, Mapping)) or not (
+                "authority" in comps and "recency" in comps and "corroboration" in comps
+                and "relevance" in comps and "depth" in comps):
             return rec
-        sid, fid, tier = rec.get("story_id"), rec.get("feed_id"), rec.get("tier")
+        sid, fid, tier, sc = rec.get("story_id"), rec.get("feed_id"), rec.get("tier"), rec.get("_sc")
+        if sc is None:
+            sc = story_counts(rec)
+        got = by_story.get((sid, sc))
+        if got is None:
+            got = by_story[(sid, sc)] = story_part(sid, sc)
+        wc, pubs, tiers = got
+        wa = by_feed.get((fid, tier))
+        if wa is None:
+            wa = by_feed[(fid, tier)] = feed_part(fid, tier)
+        # the same sum() as weighted_importance (3.12's sum() of floats is compensated)
+        x = sum((wa, w1 * comps["recency"], wc, w3 * comps["relevance"], w4 * comps["depth"]))
+        return {**rec, "importance": round(min(100.0, max(0.0, x)), nd), "importance_components": None,
+                "story_publishers": pubs or rec.get("story_publishers"),
+                "story_tiers": tiers or rec.get("story_tiers")}
+
+    #: what re-scoring needs beyond the record's components, looked up once per window:
+    #: (story, its counts as scored) -> (weighted corroboration, publishers, tiers) as of the
+    #: end; (feed, tier) -> weighted authority with the feed's reliability as of the end
+    by_story: dict[Any, tuple[float, list[str], list[str]]] = {}
+    by_feed: dict[Any, float] = {}
+
+    def story_part(sid: Any, sc: tuple[int, int]) -> tuple[float, list[str], list[str]]:
         cov = stories.get(sid)
         if cov is None:
             cov = stories[sid] = coverage.as_of(sid, end_ms)
+        pubs, tiers = cov
+        return w2 * corroboration_score(max(len(pubs), sc[0]), max(len(tiers), sc[1])), pubs, tiers
+
+    def feed_part(fid: Any, tier: Any) -> float:
         if fid not in feeds:
             feeds[fid] = coverage.reliability_of(fid, end_ms)
         rel = feeds[fid]
@@ -573,14 +701,7 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
         if a is None:
             a = auth[(tier, rel)] = authority_score(
                 tier, rel, tier_scores=cfg.tier_scores, unknown_tier_score=cfg.unknown_tier_score)
-        pubs, tiers = cov
-        n_pub, n_tier = story_counts(rec)
-        corr = corroboration_score(max(len(pubs), n_pub), max(len(tiers), n_tier))
-        # the same sum() as weighted_importance (3.12's sum() of floats is compensated)
-        x = sum((w0 * a, w1 * comps["recency"], w2 * corr, w3 * comps["relevance"], w4 * comps["depth"]))
-        return {**rec, "importance": round(min(100.0, max(0.0, x)), nd), "importance_components": None,
-                "story_publishers": pubs or rec.get("story_publishers"),
-                "story_tiers": tiers or rec.get("story_tiers")}
+        return w0 * a
 
     return adjust
 
@@ -633,7 +754,7 @@ def _item(
             pubs[p] = min(pubs.get(p, 9), _tier_rank(tier))
     related_sources = [p for p, _ in sorted(pubs.items(), key=lambda kv: (kv[1], kv[0]))]
     c.terms = _key_stems(c, sel)
-    summary = extractive_summary(lead, c.terms, wr)
+    summary = _summary(lead, c.terms, wr)
     return {
         "label": label,
         "trend": trend,

@@ -13,6 +13,8 @@ instead:
   (:func:`newsflow.clustering.window.tfidf_from_counts`);
 * ``_ph`` / ``_pc`` (only in a flow with profile digests): the article's profile features,
   so profile relevance needs no text (:func:`newsflow.profiles.vectors.packed_features`);
+* ``_sc``: the story's (publishers, tiers) counts as the article was scored
+  (:func:`newsflow.scoring.importance.story_counts`), read by every window's re-scoring;
 * ``_bz``: the first :data:`BODY_WORDS_KEPT` body words, zlib-compressed (only a shown lead's
   summary and a label's stem spellings read it back: :func:`body_text`).
 
@@ -31,6 +33,7 @@ import numpy as np
 
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.profiles.vectors import packed_features
+from newsflow.scoring.importance import story_counts
 from newsflow.text.tokenize import features_batch
 
 #: record fields the digest needs (the body is kept apart, cut and compressed)
@@ -108,6 +111,7 @@ def digest_entries(
         w = body.split(None, BODY_WORDS_KEPT)
         d["_bz"] = zlib.compress(" ".join(w[:BODY_WORDS_KEPT]).encode(), 6) if w else b""
         d["_th"], d["_tc"] = th, tc
+        d["_sc"] = story_counts(d)  # read by every window's re-scoring
         if profile_terms:
             d["_ph"], d["_pc"] = packed_features(r)
         out[i] = d

@@ -20,11 +20,32 @@ from newsflow.text.tokenize import _analyze_word, words
 # --------------------------------------------------------------------------------------
 
 
+def body_key(rec: Mapping[str, Any]) -> str | bytes:
+    """What stands for a record's body in memo keys, without decompressing it: its
+    ``body_text``, or an entry's compressed words (:func:`newsflow.digest.entries.body_text`)."""
+    b = rec.get("body_text")
+    if b is not None:
+        return str(b)
+    z = rec.get("_bz")
+    return z if isinstance(z, bytes) else b""
+
+
+def body_of_key(key: str | bytes) -> str:
+    """The body text behind :func:`body_key`."""
+    return key if isinstance(key, str) else body_text({"_bz": key})
+
+
 def _entities_of(rec: Mapping[str, Any]) -> dict[str, int]:
     """Entity phrases of one article -> weight (2 when in the title, 1 when only in the first
     80 body words). A headline's sentence-initial word counts when the body also capitalizes
     it mid-sentence ("Apple unveils ..." + "... Apple said")."""
-    return dict(_entities_text(rec.get("title") or "", " ".join(body_text(rec).split()[:80])))
+    return dict(_entities_keyed(rec.get("title") or "", body_key(rec)))
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _entities_keyed(title: str, body: str | bytes) -> tuple[tuple[str, int], ...]:
+    """:func:`_entities_of` by (title, :func:`body_key`): a hit costs no decompression."""
+    return _entities_text(title, " ".join(body_of_key(body).split()[:80]))
 
 
 @functools.lru_cache(maxsize=1 << 15)
@@ -70,13 +91,19 @@ def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
 def title_entities(r: Mapping[str, Any]) -> dict[str, str]:
     """lowercase -> surface of the named entities of one article's title (see
     :func:`title_entity`)."""
-    title = r.get("title") or ""
+    return dict(_title_entities(r.get("title") or "", body_key(r)))
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _title_entities(title: str, body: str | bytes) -> tuple[tuple[str, str], ...]:
+    """:func:`title_entities` by (title, :func:`body_key`), memoized: every window showing
+    the article asks again."""
     tl = f" {' '.join(words(title))} "
     found: dict[str, str] = {}
-    for e, w in _entities_of(r).items():
+    for e, w in _entities_keyed(title, body):
         if w == 2 or f" {' '.join(words(e))} " in tl:
             found.setdefault(e.lower(), e)
-    return found
+    return tuple(found.items())
 
 
 def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
@@ -139,19 +166,14 @@ def extractive_summary(
     sentences, plus the ones that best cover the topic's key terms, in their original order;
     cut (with "…") at the maximum. Falls back to the title when there is no body."""
     lo, hi = words_range
-    body = body_text(rec)
     title = rec.get("title") or ""
-    sents = split_sentences(body)[:max_sentences]
-    tnorm = " ".join(words(title))
-    sents = [s for s in sents if len(s.split()) >= 4 and " ".join(words(s)) != tnorm]
+    sents, stem_sets, fallback = _summary_sentences(title, body_key(rec), max_sentences)
     if not sents:
-        text = " ".join(body.split()) or title
-        toks = text.split()
+        toks = fallback.split()
         return " ".join(toks[:hi]) + (" …" if len(toks) > hi else "")
     keys = set(key_stems)
     scored = []
-    for i, s in enumerate(sents):
-        stems = {a[0] for w in words(s) if (a := _analyze_word(w)) is not None}
+    for i, stems in enumerate(stem_sets):
         scored.append((-(len(stems & keys) + (2.0 if i == 0 else 1.0 / (1 + i))), i))
     chosen: list[int] = []
     n = 0
@@ -164,3 +186,19 @@ def extractive_summary(
     if len(toks) > hi:
         return " ".join(toks[:hi]).rstrip(",;:") + " …"
     return " ".join(toks)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _summary_sentences(
+    title: str, body: str | bytes, max_sentences: int
+) -> tuple[tuple[str, ...], tuple[frozenset[str], ...], str]:
+    """What :func:`extractive_summary` reads of an article, whatever the topic's key stems:
+    its candidate sentences (4+ words, not the title again), their stem sets, and the text
+    shown when there is none. Memoized per article (a lead is summarized again in every
+    window that shows it)."""
+    text = body_of_key(body)
+    sents = split_sentences(text)[:max_sentences]
+    tnorm = " ".join(words(title))
+    sents = [s for s in sents if len(s.split()) >= 4 and " ".join(words(s)) != tnorm]
+    stems = tuple(frozenset(a[0] for w in words(s) if (a := _analyze_word(w)) is not None) for s in sents)
+    return tuple(sents), stems, "" if sents else (" ".join(text.split()) or title)
