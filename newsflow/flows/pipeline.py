@@ -286,6 +286,7 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
                  sources: tuple[str, ...] = ("p0000",)) -> None:
         self.recovery = recovery
         self.s = settings
+        self.story_config = settings.stories.to_config()
         st = restore(STEP_DEDUP, resume) if resume is not None else {}
         self.shard: DedupShard = (
             st["shard"] if "shard" in st else DedupShard(settings.dedup.window_ms, settings.dedup.emit_repolls)
@@ -323,6 +324,13 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
                 metrics.REPOLLS.inc()
                 continue
             out.append(Deduped(x.seq, x.article, info, x.epoch))
+        # the story features (stateless: titles, MinHash bands, terms) are computed here, in
+        # the 64 dedup shards spread over every worker, not in the fewer story shards
+        todo = [(i, d) for i, d in enumerate(out) if isinstance(d, Deduped)]
+        if todo:
+            feats = featurize_batch([d.article for _, d in todo], self.story_config)
+            for (i, d), f in zip(todo, feats, strict=True):
+                out[i] = replace(d, features=f)
         return out
 
     def snapshot(self) -> Snapshot:
@@ -365,8 +373,8 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
     def _process(self, items: list[Deduped | HealthReport]) -> list[StoryOutput]:
         """Items released in input order -> health reports and scored article records."""
         out: list[StoryOutput] = []
-        arts = [x.article for x in items if isinstance(x, Deduped)]
-        feats = iter(featurize_batch(arts, self.story_config)) if arts else iter(())
+        missing = [x.article for x in items if isinstance(x, Deduped) and x.features is None]
+        feats = iter(featurize_batch(missing, self.story_config)) if missing else iter(())
         recs: list[tuple[JsonRecord, str]] = []
         for x in items:
             if isinstance(x, HealthReport):
@@ -376,7 +384,8 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 if x.report:
                     out.append(x)
                 continue
-            recs.append((self._story(x, next(feats)), story_key(x.article, self.s)))
+            recs.append((self._story(x, x.features if x.features is not None else next(feats)),
+                         story_key(x.article, self.s)))
         if recs:
             # now = each record's fetch time
             fields = annotate([r for r, _ in recs], None, self.topics, self.score_config,

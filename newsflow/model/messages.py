@@ -16,9 +16,12 @@ which upstream key a message came from, the wiring wraps it in :class:`FromShard
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from newsflow.model.records import Article, DedupInfo
+
+if TYPE_CHECKING:
+    from newsflow.dedup.stories import StoryFeatures
 
 #: a topic record as JSON-ready fields (built only in ``newsflow.wire``)
 JsonRecord = dict[str, Any]
@@ -83,6 +86,8 @@ class Deduped:
     article: Article
     info: DedupInfo
     epoch: int = -1
+    #: the article's story features (``newsflow.dedup.stories.featurize``), computed by the shard
+    features: StoryFeatures | None = None
 
 
 @dataclass(frozen=True, slots=True)
