@@ -7,7 +7,7 @@ which windows close when the event-time watermark moves from ``prev`` to ``cur``
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
@@ -188,14 +188,16 @@ class DigestSchedule:
         ends = [w.end_ms for w in self.closing(after_ms, after_ms + 8 * DAY_MS)]
         return min(ends) if ends else after_ms + DAY_MS
 
-    def retention_ms(self) -> int:
-        """How long records must be kept for the longest window (+1 day for DST)."""
+    def retention_ms(self, types: Collection[str] | None = None) -> int:
+        """How long records must be kept for the longest window (+1 day for DST), of every type
+        or of the named ``types``."""
         longest = max(
             (
                 dt.rolling_length_ms
                 if dt.kind == "rolling"
                 else self._step_days(dt) * DAY_MS + DAY_MS
                 for dt in self.types
+                if types is None or dt.name in types
             ),
             default=DAY_MS,
         )

@@ -436,7 +436,10 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
 HOUR = 3_600_000
 
 
-class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, Snapshot]):
+DigestInput = FromShard | ProfileAt | ProfileClock
+
+
+class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
     """Keeps the records of the longest window (hour buckets, expiring on event time) and
     assembles every digest window the watermark closes; at the end of a finite input, the still
     open windows are emitted with ``final: false``. Profiles with digest types get their own
@@ -444,9 +447,14 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
     when the profile step has reported its weights at that end)."""
 
     def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool,
-                 profiles: ProfilesConfig | None = None) -> None:
+                 profiles: ProfilesConfig | None = None, types: frozenset[str] | None = None) -> None:
         self.s = settings
-        self.profile_types = {p.name: set(p.digests) for p in (profiles.with_digests if profiles else ())}
+        #: the digest types this step assembles (each type is its own step and key: the types'
+        #: windows are assembled in parallel); None: every type
+        self.types = types
+        self.profile_types = {p.name: set(p.digests) & (types if types is not None else set(p.digests))
+                              for p in (profiles.with_digests if profiles else ())}
+        self.profile_types = {k: v for k, v in self.profile_types.items() if v}
         #: a configured default profile: the records carry its live relevance, so do the items
         self.live_relevance = profiles is not None and profiles.live_relevance
         self.recovery = recovery
@@ -478,10 +486,11 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
             if self.wm is not None and fetched < self.wm and any(
                     w.end_ms <= self.wm for w in self.schedule.windows_containing(fetched)):
                 metrics.LATE.inc()  # a window it belongs to was already emitted without it
-            # analyzed once, kept compact (newsflow.digest.entries)
+            # analyzed once, kept compact (newsflow.digest.entries), upstream (digest_entry_of)
             # (with profile digests: also the article's profile features, for exact relevance)
-            entry = digest_entries([rec], title_weight=self.config.title_weight, body_words=self.config.body_words,
-                                   profile_terms=bool(self.profile_types))[0]
+            entry = dict(msg.entry) if msg.entry is not None else digest_entries(
+                [rec], title_weight=self.config.title_weight, body_words=self.config.body_words,
+                profile_terms=bool(self.profile_types))[0]
             self.buckets.setdefault(fetched // HOUR, []).append(entry)
             self.coverage.add(rec)
             return (), StatefulLogic.RETAIN
@@ -497,7 +506,7 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
         wm = min(self.source_wm.values())
         if self.wm is not None and wm <= self.wm:
             return (), StatefulLogic.RETAIN
-        closing = self._closing(wm)
+        closing = [w for w in self._closing(wm) if self.types is None or w.digest_type in self.types]
         out = [self._assemble(w, final=True) for w in closing]
         for name, types in self.profile_types.items():
             self.profile_pending.setdefault(name, []).extend(w for w in closing if w.digest_type in types)
@@ -548,6 +557,8 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
             return (), StatefulLogic.RETAIN
         latest: dict[str, DigestWindow] = {}
         for w in self.schedule.windows_containing(self.wm):
+            if self.types is not None and w.digest_type not in self.types:
+                continue
             if w.digest_type not in latest or w.start_ms > latest[w.digest_type].start_ms:
                 latest[w.digest_type] = w
         out = [self._assemble(w, final=False, skip_empty=True) for w in latest.values()]
@@ -592,11 +603,13 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
         assert self.wm is not None
         # profiles' digests still to assemble keep their records
         clocks = [self.profile_clock.get(n, -1) for n in self.profile_types]
-        horizon = (min([self.wm, *clocks]) - self.schedule.retention_ms()) // HOUR
+        low = min([self.wm, *clocks])
+        horizon = (low - self.schedule.retention_ms(self.types)) // HOUR  # this step's types' windows
         for store in (self.buckets, self.health):
             for h in [h for h in store if h < horizon]:
                 del store[h]
-        self.coverage.expire(horizon * HOUR)
+        # story coverage (small) as long as for every type: the same scores in every step
+        self.coverage.expire((low - self.schedule.retention_ms()) // HOUR * HOUR)
 
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_DIGESTS, {
@@ -608,6 +621,35 @@ class DigestsLogic(StatefulLogic[FromShard | ProfileAt | ProfileClock, Output, S
 
 
 # ---------------------------------------------------------------- wiring
+def _rekey(key: str) -> Callable[[tuple[str, DigestInput]], tuple[str, DigestInput]]:
+    return lambda kv: (key, kv[1])
+
+
+def _digests_builder(settings: Settings, recovery: bool, profiles: ProfilesConfig | None,
+                     dtype: str) -> Callable[[Snapshot | None], DigestsLogic]:
+    return lambda resume: DigestsLogic(settings, resume, recovery, profiles, frozenset({dtype}))
+
+
+def _to_digests(settings: Settings, profiles: ProfilesConfig | None
+                ) -> Callable[[tuple[str, StoryOutput]], tuple[str, FromShard] | None]:
+    """Story-shard outputs for the digest steps; an article's digest entry is built here, once,
+    where the story shard runs (not once per digest step)."""
+    cfg = settings.digests.to_config()
+    profile_terms = bool(profiles.with_digests) if profiles is not None else False
+
+    def route(kv: tuple[str, StoryOutput]) -> tuple[str, FromShard] | None:
+        msg = kv[1]
+        if isinstance(msg, StoryUpdate):
+            return None
+        if isinstance(msg, ScoredArticle):
+            entry = digest_entries([msg.record], title_weight=cfg.title_weight, body_words=cfg.body_words,
+                                   profile_terms=profile_terms)[0]
+            msg = ScoredArticle(msg.record, entry)
+        return DIGESTS_KEY, FromShard(kv[0], msg)
+
+    return route
+
+
 def _to_shard(kv: tuple[str, ToShard]) -> tuple[str, ShardInput]:
     item = kv[1].item
     if isinstance(item, Tick):  # a partition's tick names the partition (the merge waits for each)
@@ -674,14 +716,19 @@ def newsflow_steps(
                                                    recovery=recovery)
             extra.append(rel_dls)
     articles = op.filter_map("article_outputs", scored, _article_output(settings.kafka.topics.articles))
-    to_digests = op.filter_map("to_digests", scored, lambda kv: None if isinstance(kv[1], StoryUpdate)
-                               else (DIGESTS_KEY, FromShard(kv[0], kv[1])))
+    to_digests = op.filter_map("to_digests", scored, _to_digests(settings, profiles))
     if learned is not None:
         to_digests = op.merge("digests_in", to_digests, op.filter_map(
             "profiles_to_digest_key", learned, lambda m: None if isinstance(m, ProfileVersion) else (DIGESTS_KEY, m)))
-    digests = op.stateful(STEP_DIGESTS, to_digests,
-                          isolated("digests", settings, lambda r: DigestsLogic(settings, r, recovery, profiles)))
-    digest_out = op.map("digest_outputs", digests, lambda kv: kv[1])
+    # one step (and key) per digest type: every type sees the same records, their windows are
+    # assembled in parallel; each keeps only its own types' retention
+    digest_outs: list[Stream[Output]] = []
+    for dtype in sorted(t.name for t in settings.digests.schedule().types):
+        keyed_in = op.map(f"to_digests_{dtype}", to_digests, _rekey(f"{DIGESTS_KEY}:{dtype}"))
+        step = op.stateful(f"{STEP_DIGESTS}_{dtype}", keyed_in,
+                           isolated("digests", settings, _digests_builder(settings, recovery, profiles, dtype)))
+        digest_outs.append(op.map(f"digest_outputs_{dtype}", step, lambda kv: kv[1]))
+    digest_out = op.merge("digest_outputs", *digest_outs)
     errors = op.map("step_errors", op.merge("merge_step_errors", dedup_split.trues, stories_split.trues),
                     lambda kv: kv[1])
     outs = op.merge("all_outputs", direct, articles, stories, digest_out, errors, *extra)  # type: ignore[arg-type]

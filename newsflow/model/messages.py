@@ -92,9 +92,11 @@ class Deduped:
 
 @dataclass(frozen=True, slots=True)
 class ScoredArticle:
-    """An ``articles`` record: story, importance and topic assigned."""
+    """An ``articles`` record: story, importance and topic assigned; on the way to the digest
+    steps, with its compact digest ``entry`` (``newsflow.digest.entries``) built once."""
 
     record: JsonRecord
+    entry: JsonRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
