@@ -348,3 +348,31 @@ def fp_ms(iso: str) -> int:
     from newsflow.core.timeutil import iso_to_ms
 
     return iso_to_ms(iso)
+
+
+def test_weights_are_reported_at_every_window_end_however_late_the_interactions_clock_arrives() -> None:
+    """The digest steps' clock starts at the story shards' first watermark; the profile's first
+    clock needs the interactions clock too, which may arrive later (live: a heartbeat). Window
+    ends in between used to get no weights, and that profile's digests stalled forever (a CI run
+    of test_live_run_with_a_quiet_interactions_topic_does_not_stall)."""
+    from newsflow.config import DigestSettings, Settings
+    from newsflow.flows.profiles import ProfileLogic
+    from newsflow.model.messages import FromShard, InteractionClock, ProfileAt, ShardWatermark
+
+    profiles = ProfilesSettings.model_validate({"profile": {"reader": {"digests": ["rolling"],
+                                                                        "categories": ["science"]}}})
+    settings = Settings(profiles=profiles, digests=DigestSettings(rolling_minutes=1))
+    shards = [f"st{i:02d}" for i in range(settings.stories.shards)]
+    t0 = 1_772_431_200_000
+    for late in (False, True):
+        logic = ProfileLogic(settings, profiles.to_config(), 1, None, False)
+        got: list[object] = []
+        msgs: list[object] = [FromShard(s, ShardWatermark(t0)) for s in shards]
+        if not late:
+            msgs.insert(0, InteractionClock("ix0000", t0))
+        msgs += [FromShard(s, ShardWatermark(t0 + 5 * 60_000)) for s in shards]
+        msgs.append(InteractionClock("ix0000", t0 + 5 * 60_000))
+        for m in msgs:
+            got.extend(logic.on_item(("reader", m))[0])  # type: ignore[arg-type]
+        ends = [m.as_of for m in got if isinstance(m, ProfileAt)]
+        assert ends == [t0 + k * 60_000 for k in range(1, 6)], (late, ends)

@@ -160,6 +160,10 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         self.stories: dict[str, tuple[int, str]] = st.get("stories", {})
         self.pending: list[tuple[int, str, Interaction]] = st.get("pending", [])
         self.shard_wm: dict[str, int] = st.get("shard_watermarks", {})
+        #: each story shard's first watermark: their minimum is where the digest steps' clock
+        #: starts, so the weights are reported at every window end after it, however late the
+        #: interactions clock arrives
+        self.shard_first: dict[str, int] = st.get("shard_first", {})
         self.ix_wm: dict[str, int] = st.get("ix_watermarks", {})
         self.clock: int | None = st.get("clock")
 
@@ -190,6 +194,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         elif (isinstance(value, FromShard) and isinstance(value.message, ShardWatermark)
               and value.message.watermark > self.shard_wm.get(value.shard, -1)):
             self.shard_wm[value.shard] = value.message.watermark
+            self.shard_first.setdefault(value.shard, value.message.watermark)
         return self._advance(), StatefulLogic.RETAIN
 
     def on_eof(self) -> tuple[Iterable[ProfileOutput], bool]:
@@ -221,10 +226,10 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
         if self.clock is not None and c <= self.clock:
             return []
         out: list[ProfileOutput] = []
-        if self.clock is not None:
-            for end in sorted({w.end_ms for w in self.schedule.closing(self.clock, c)}):
-                out.extend(self._apply_before(end))
-                out.append(self._at(end))
+        start = self.clock if self.clock is not None else min(self.shard_first.values())
+        for end in sorted({w.end_ms for w in self.schedule.closing(start, c)}):
+            out.extend(self._apply_before(end))
+            out.append(self._at(end))
         out.extend(self._apply_before(c))
         self.clock = c
         out.append(ProfileClock(self.spec.name, c))
@@ -293,7 +298,8 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_PROFILES, {
             "state": self.state, "articles": self.articles, "stories": self.stories, "pending": self.pending,
-            "shard_watermarks": self.shard_wm, "ix_watermarks": self.ix_wm, "clock": self.clock,
+            "shard_watermarks": self.shard_wm, "shard_first": self.shard_first, "ix_watermarks": self.ix_wm,
+            "clock": self.clock,
         }, freeze=self.recovery)
 
 
