@@ -56,6 +56,17 @@ def parse_sets(sets: list[str], cfg: StoryConfig) -> StoryConfig:
     return replace(cfg, **kw)
 
 
+def flow_order(rows: list[dict]) -> list[dict]:
+    """The order in which the whole flow's stories step sees UCI rows (``newsflow import-uci``):
+    day by day; within a day one feed document per (publisher, category) in order of first
+    appearance, its items in file order."""
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["time"][:10], r.get("source") or r.get("hostname") or "unknown",
+                           r.get("category") or ""), []).append(r)
+    return [r for g in groups.values() for r in g]  # dicts keep first-appearance order
+
+
 def run(rows: list[dict], preset: str | StoryConfig, band_shards: int = 1, batch: int = 500,
         partition_by: str | None = None) -> tuple:
     """Featurize in batches and assign in file order. ``partition_by`` (e.g. "category"):
@@ -113,16 +124,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/newsflow-eval-stories"))
     ap.add_argument("--partition-by", default=None,
                     help="row field to key independent assigners by (e.g. category)")
+    ap.add_argument("--flow-order", action="store_true",
+                    help="feed rows in the whole flow's order (per day, grouped by publisher and "
+                         "category as import-uci writes them) and one assigner per category")
     ap.add_argument("--no-score", action="store_true")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a StoryConfig field of the preset (repeatable)")
     args = ap.parse_args(argv)
 
     rows = load_rows(args.data, args.limit)
+    if args.flow_order:
+        rows = flow_order(rows)
+        args.partition_by = "category"
     cfg = parse_sets(args.set, PRESETS[args.preset])
     out, dt, cpu, _sa = run(rows, cfg, args.band_shards, partition_by=args.partition_by)
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = f"-by-{args.partition_by}" if args.partition_by else ""
+    suffix += "-flow-order" if args.flow_order else ""
     tag = "-" + hashlib.sha1("\n".join(args.set).encode()).hexdigest()[:10] if args.set else ""
     pred_path = args.out / f"pred-{args.preset}{suffix}{tag}.jsonl"
     gold_path = args.out / f"gold-{len(rows)}.jsonl"

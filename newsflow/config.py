@@ -244,6 +244,8 @@ class StorySettings(Section):
     #: story_idle_hours when the stream is redundant (0 = story_idle_hours always)
     story_idle_dense_hours: float = Field(_hours(_S.story_idle_ms_dense), ge=0)
     redundancy_min_articles: int = Field(_S.redundancy_min_articles, ge=0)
+    #: the redundancy prior remembers the rate of expired slabs (a gap keeps the regime)
+    redundancy_memory: bool = _S.redundancy_memory
 
     @model_validator(mode="before")
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,49 @@ def test_redundancy_level_sets_the_regime() -> None:
         dense.add(T0 + i, near_duplicate=i % 12 == 0)  # 8 %: an aggregator (UCI)
     assert sparse.level(cfg) == 0.0 and dense.level(cfg) == 1.0
     dense.expire(T0 + cfg.window_ms + cfg.slab_ms)  # the estimate lives on the window
-    assert dense.n == 0 and dense.level(cfg) == 0.0
+    assert dense.n == 0 and dense.level(replace(cfg, redundancy_memory=False)) == 0.0
+
+
+def test_redundancy_regime_survives_a_gap_longer_than_the_window() -> None:
+    """A redundant stream silent for longer than the window (UCI: 3-4 day gaps) resumes
+    dense: the prior is the remembered rate of expired slabs, not the cautious low rate."""
+    cfg = TUNED
+    assert cfg.redundancy_memory
+    sparse, dense = _Redundancy(cfg.window_ms, cfg.slab_ms), _Redundancy(cfg.window_ms, cfg.slab_ms)
+    for i in range(2000):
+        sparse.add(T0 + i, near_duplicate=i % 500 == 0)
+        dense.add(T0 + i, near_duplicate=i % 12 == 0)
+    later = T0 + 4 * 24 * HOUR_MS
+    for r in (sparse, dense):
+        r.expire(later, cfg.redundancy_min_articles)
+        assert r.n == 0 and r.mem_n == cfg.redundancy_min_articles  # bounded memory
+    assert dense.level(cfg) == 1.0 and sparse.level(cfg) == 0.0
+    # the memory is a prior, not a verdict: the window's own articles outweigh it
+    for i in range(2000):
+        dense.add(later + i, near_duplicate=False)
+    assert dense.level(cfg) < 0.5  # the sparse-stream guards are back
+    for i in range(8000):
+        dense.add(later + 2000 + i, near_duplicate=False)
+    assert dense.level(cfg) == 0.0
+
+
+def test_redundancy_memory_keeps_uci_stories_whole_after_a_gap() -> None:
+    """End to end through the assigner: after a 4-day gap, two rewordings of one event that
+    share one name and little else join only in the dense regime (threshold 0.06, no
+    two-concept guard), which the remembered rate restores at once."""
+    def run(cfg: StoryConfig) -> list[str]:
+        sa = StoryAssigner(cfg)
+        sa.redundancy.add(T0, False)
+        sa.redundancy.dups, sa.redundancy.n = 300, 3000  # a redundant past (10 %)
+        sa.redundancy._slabs = {T0 // cfg.slab_ms: [3000, 300]}
+        later = T0 + 4 * 24 * HOUR_MS
+        titles = ["Malaysia Airlines search widens to Indian Ocean",
+                  "Malaysia Airlines: families wait for news"]
+        feats = featurize_batch([StoryInput(f"a{i}", t, None, f"p{i}", later) for i, t in enumerate(titles)], cfg)
+        return [sa.assign(f).story_id for f in feats]
+    with_memory = run(TUNED)
+    without = run(replace(TUNED, redundancy_memory=False))
+    assert len(set(with_memory)) == 1 and len(set(without)) == 2
 
 
 @pytest.mark.corpus

@@ -172,6 +172,9 @@ class StoryConfig:
     story_idle_ms_dense: int = 0
     #: weight of the prior (pseudo-articles at redundancy_low) in the redundancy estimate
     redundancy_min_articles: int = 200
+    #: the prior is the remembered rate of expired slabs (up to redundancy_min_articles
+    #: pseudo-articles), not always the low rate: a gap longer than the window keeps the regime
+    redundancy_memory: bool = False
     #: a story accepts new members while its last member is younger than this (event time)
     story_idle_ms: int = 12 * HOUR_MS
     #: weight of title bigrams and of URL-slug words relative to a title word
@@ -219,6 +222,10 @@ TUNED = StoryConfig(
     story_threshold_dense=0.06,
     redundancy_low=0.004,
     redundancy_high=0.02,
+    # the prior of the redundancy estimate is the rate remembered from expired slabs: UCI's
+    # 3-4 day gaps empty the window, and re-learning the regime each time fragmented the
+    # first stories after each gap (whole-flow B-cubed 0.744 -> 0.759, README-stories.md)
+    redundancy_memory=True,
     # descriptions count (their first 30 content words at half a title word's weight), the
     # outlet's own name does not
     body_term_words=30,
@@ -235,7 +242,7 @@ TUNED = StoryConfig(
 #: The default before issue 9: story centroid >= 0.06 everywhere, tuned on UCI headlines only.
 HEADLINES_2014 = replace(
     TUNED, name="headlines-2014", story_threshold=0.06, story_threshold_dense=0.0,
-    body_term_words=0, story_idle_ms=12 * HOUR_MS, story_idle_ms_dense=0,
+    body_term_words=0, story_idle_ms=12 * HOUR_MS, story_idle_ms_dense=0, redundancy_memory=False,
     follow_same_publisher_duplicates=True, same_publisher_factor=1.0, story_min_concepts=0,
 )
 
@@ -836,14 +843,24 @@ class StoryAssignment(NamedTuple):
 
 
 class _Redundancy:
-    """Articles and cross-publisher title near-duplicates over the window, per slab."""
+    """Articles and cross-publisher title near-duplicates over the window, per slab.
 
-    __slots__ = ("_slabs", "dups", "n", "slab_ms", "window_ms")
+    Expired slabs are not forgotten entirely: they fold into a bounded memory of the stream's
+    rate (at most ``redundancy_min_articles`` pseudo-articles, so the window still decides
+    within its own span) that stands in for the fixed cautious prior. A stream that was
+    redundant and goes quiet for longer than the window (UCI has 3-4 day gaps; a flow stopped
+    over a weekend) resumes in the regime it had, instead of re-learning it from scratch and
+    fragmenting the first stories of the day (bench/README-stories.md)."""
+
+    __slots__ = ("_slabs", "dups", "mem_dups", "mem_n", "n", "slab_ms", "window_ms")
 
     def __init__(self, window_ms: int, slab_ms: int) -> None:
         self.window_ms, self.slab_ms = window_ms, slab_ms
         self.n = 0
         self.dups = 0
+        #: memory of expired slabs: pseudo-articles and their near-duplicates (floats)
+        self.mem_n = 0.0
+        self.mem_dups = 0.0
         self._slabs: dict[int, list[int]] = {}
 
     def add(self, time_ms: int, near_duplicate: bool) -> None:
@@ -854,12 +871,20 @@ class _Redundancy:
             slab[1] += 1
             self.dups += 1
 
-    def expire(self, now_ms: int) -> None:
+    def expire(self, now_ms: int, memory: int = 0) -> None:
+        """Drop slabs older than the window; with ``memory`` > 0 fold them into the memory
+        of the rate, scaled to at most ``memory`` pseudo-articles (oldest slab first)."""
         cutoff = now_ms - self.window_ms
-        for s in [s for s in self._slabs if (s + 1) * self.slab_ms <= cutoff]:
+        for s in sorted(s for s in self._slabs if (s + 1) * self.slab_ms <= cutoff):
             n, d = self._slabs.pop(s)
             self.n -= n
             self.dups -= d
+            if memory > 0 and n:
+                mn, md = self.mem_n + n, self.mem_dups + d
+                if mn > memory:
+                    md *= memory / mn
+                    mn = float(memory)
+                self.mem_n, self.mem_dups = mn, md
 
     def level(self, config: StoryConfig) -> float:
         """How redundant the stream is: 0 (r <= redundancy_low) to 1
@@ -867,10 +892,14 @@ class _Redundancy:
         if not config.story_threshold_dense:
             return 0.0
         lo, hi = config.redundancy_low, config.redundancy_high
-        # smoothed: redundancy_min_articles pseudo-articles at the low rate, so a young stream
-        # starts sparse (the cautious regime) until its own near-duplicates say otherwise
+        # smoothed: redundancy_min_articles pseudo-articles at the remembered rate of expired
+        # slabs (filled up at the low rate), so a young stream starts sparse (the cautious
+        # regime) until its own near-duplicates say otherwise
         m = config.redundancy_min_articles
-        r = (self.dups + m * lo) / (self.n + m)
+        mn = getattr(self, "mem_n", 0.0) if config.redundancy_memory else 0.0
+        md = getattr(self, "mem_dups", 0.0) if mn else 0.0
+        prior = md + max(m - mn, 0.0) * lo
+        r = (self.dups + prior) / (self.n + max(m, mn))
         if r <= lo:
             return 0.0
         if r >= hi:
@@ -999,7 +1028,7 @@ class StoryAssigner:
         for p in self.postings:
             p.expire(now_ms)
         self.terms.expire(now_ms)
-        self.redundancy.expire(now_ms)
+        self.redundancy.expire(now_ms, cfg.redundancy_min_articles if cfg.redundancy_memory else 0)
         cutoff = now_ms - cfg.window_ms
         for s in [s for s in self._article_slabs if (s + 1) * cfg.slab_ms <= cutoff]:
             for ref in self._article_slabs.pop(s):

@@ -1,0 +1,72 @@
+"""UCI story quality from a whole-flow run's records, story step only (fast loop for variants).
+
+    python bench/eval_stories_flow.py --out DIR            # once: the whole flow, DIR/flow/articles.jsonl
+    python bench/eval_stories_uci_records.py --articles DIR/flow/articles.jsonl [--set FIELD=VALUE ...]
+
+Feeds the flow's article records to one fresh :class:`StoryAssigner` per story key (the
+category, as ``pipeline.story_key``) in ``seq`` order, exactly as the flow's stories step does
+(publication-time clock, GUID/URL duplicates keep their original's story), and scores the story
+ids against the UCI gold with ``shared/tools/score_stories.py --by-day`` (pairwise and B-cubed).
+With the flow's own configuration it gives the flow's story ids (checked: the same scores as
+``eval_stories_flow.py``) in ~2 min of CPU instead of ~7.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+SHARED = ROOT.parent / "shared"
+UCI = SHARED / "data" / "uci-news" / "uci_news_2014-03_05.daily_shuffled.jsonl.gz"
+sys.path.insert(0, str(SHARED / "tools"))
+
+from eval_stories import parse_sets
+from score_stories import score
+
+from newsflow.core.timeutil import iso_to_ms
+from newsflow.dedup.stories import PRESETS, StoryAssigner, StoryInput, featurize_batch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--articles", type=Path, required=True)
+    ap.add_argument("--preset", default="tuned")
+    ap.add_argument("--set", action="append", default=[])
+    args = ap.parse_args()
+    cfg = parse_sets(args.set, PRESETS[args.preset])
+    recs = [json.loads(line) for line in args.articles.open("rb")]
+    recs.sort(key=lambda r: r["seq"])
+    assigners: dict[str, StoryAssigner] = {}
+    story: dict[str, str] = {}
+    batch = 1000
+    for i in range(0, len(recs), batch):
+        part = recs[i:i + batch]
+        feats = featurize_batch([StoryInput(r["article_id"], r["title"], r.get("url"), r["publisher"],
+                                            iso_to_ms(r["published_at"]), r.get("body_text") or "",
+                                            r.get("canonical_url")) for r in part], cfg)
+        for r, f in zip(part, feats, strict=True):
+            dup = r["duplicate_of"] if r["disposition"] in ("exact_duplicate", "revision") and \
+                r["dedup_layer"] in ("guid", "url") else None
+            key = r.get("category") or ""
+            sa = assigners.get(key)
+            if sa is None:
+                sa = assigners[key] = StoryAssigner(cfg)
+            story[r["guid"]] = sa.assign(f, duplicate_of=dup).story_id
+    gold_rows = []
+    with gzip.open(UCI, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            g = json.loads(line)
+            if str(g["id"]) in story:
+                gold_rows.append({"id": g["id"], "story": g["story"], "time": g["time"]})
+    res = score(gold_rows, {str(g["id"]): story[str(g["id"])] for g in gold_rows}, True)
+    print(json.dumps({"config": cfg.name, "sets": args.set, "stories": len(set(story.values())), **res}))
+
+
+if __name__ == "__main__":
+    main()
