@@ -38,6 +38,7 @@ def main() -> None:
     ap.add_argument("--articles", type=Path, required=True)
     ap.add_argument("--preset", default="tuned")
     ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--pred", type=Path, help="also write the predictions {id, story} here")
     args = ap.parse_args()
     cfg = parse_sets(args.set, PRESETS[args.preset])
     recs = [json.loads(line) for line in args.articles.open("rb")]
@@ -64,6 +65,10 @@ def main() -> None:
             g = json.loads(line)
             if str(g["id"]) in story:
                 gold_rows.append({"id": g["id"], "story": g["story"], "time": g["time"]})
+    if args.pred:
+        with args.pred.open("w") as fh:
+            for g in gold_rows:
+                fh.write(json.dumps({"id": g["id"], "story": story[str(g["id"])]}) + "\n")
     res = score(gold_rows, {str(g["id"]): story[str(g["id"])] for g in gold_rows}, True)
     print(json.dumps({"config": cfg.name, "sets": args.set, "stories": len(set(story.values())), **res}))
 

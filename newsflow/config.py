@@ -246,6 +246,8 @@ class StorySettings(Section):
     redundancy_min_articles: int = Field(_S.redundancy_min_articles, ge=0)
     #: the redundancy prior remembers the rate of expired slabs (a gap keeps the regime)
     redundancy_memory: bool = _S.redundancy_memory
+    #: story_threshold_decay on a redundant stream (negative: story_threshold_decay)
+    story_threshold_decay_dense: float = Field(_S.story_threshold_decay_dense, ge=-1)
 
     @model_validator(mode="before")
     @classmethod

@@ -166,3 +166,27 @@ def test_labelled_real_day_targets(tmp_path: Path, shared_dir: Path) -> None:
                           str(tmp_path / "articles.jsonl")], check=True, capture_output=True, text=True)
     score = json.loads(res.stdout)
     assert score["bcubed"]["F1"] >= 0.93 and score["pairwise"]["F1"] >= 0.50, score
+
+
+def test_dense_regime_lowers_the_threshold_of_big_stories_only() -> None:
+    """On a redundant stream a story of n members needs cosine >= 0.06 * n ** -0.1 (UCI's big
+    stories have broad centroids); the sparse regime keeps one threshold for every size."""
+    from newsflow.dedup.stories import StoryState, match_story_centroid
+
+    def story(sid: str, count: int) -> StoryState:
+        st = StoryState(sid, sid, T0, T0, count=count, centroid={"quake": 1.0})
+        st.norm = 1.0
+        return st
+
+    vec = {"quake": 0.05, "other": (1 - 0.05 ** 2) ** 0.5}  # cosine 0.05 with either story
+    dense = StoryAssigner(TUNED)._dense_config
+    assert dense.story_threshold_decay == TUNED.story_threshold_decay_dense == 0.1
+    for n, joins in ((100, True), (1, False)):  # 0.06 * 100 ** -0.1 = 0.038 < 0.05 < 0.06
+        st = story(f"s{n}", n)
+        got, _ = match_story_centroid(vec, {"quake": [st.story_id]}, {st.story_id: st}, T0, dense,
+                                      threshold=TUNED.story_threshold_dense)
+        assert (got is st) is joins
+    st = story("s100", 100)  # the sparse regime: no decay
+    got, _ = match_story_centroid(vec, {"quake": [st.story_id]}, {st.story_id: st}, T0,
+                                  replace(TUNED, story_min_concepts=0), threshold=TUNED.story_threshold_dense)
+    assert got is None
