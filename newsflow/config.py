@@ -248,6 +248,8 @@ class StorySettings(Section):
     redundancy_memory: bool = _S.redundancy_memory
     #: story_threshold_decay on a redundant stream (negative: story_threshold_decay)
     story_threshold_decay_dense: float = Field(_S.story_threshold_decay_dense, ge=-1)
+    #: late merges of open stories on a redundant stream: centroid cosine (0 = off)
+    story_merge_dense: float = Field(_S.story_merge_dense, ge=0, le=1)
 
     @model_validator(mode="before")
     @classmethod

@@ -190,3 +190,45 @@ def test_dense_regime_lowers_the_threshold_of_big_stories_only() -> None:
     got, _ = match_story_centroid(vec, {"quake": [st.story_id]}, {st.story_id: st}, T0,
                                   replace(TUNED, story_min_concepts=0), threshold=TUNED.story_threshold_dense)
     assert got is None
+
+
+def test_dense_regime_merges_two_fragments_of_one_story() -> None:
+    """On a redundant stream, an article that passes the threshold of two open stories whose
+    centroids agree merges them: the next article of the event finds one story, and a
+    near-duplicate of a merged-away story's member follows the merged story."""
+    from newsflow.dedup.stories import StoryState
+
+    def run(cfg: StoryConfig) -> tuple[StoryAssigner, StoryState, StoryState]:
+        sa = StoryAssigner(cfg)
+        a = sa.stories["sa"] = StoryState("sa", "a", T0, T0, count=5,
+                                          centroid={"quake": 3.0, "chile": 2.0, "toll": 1.0})
+        b = sa.stories["sb"] = StoryState("sb", "b", T0, T0, count=3,
+                                          centroid={"quake": 2.0, "chile": 1.0, "tsunami": 1.0})
+        for st in (a, b):
+            st.norm = sum(w * w for w in st.centroid.values()) ** 0.5
+        return sa, a, b
+
+    vec = {"quake": 0.6, "chile": 0.6, "other": 0.529}
+    dense = StoryAssigner(TUNED)._dense_config
+    assert TUNED.story_merge_dense == 0.3
+    from newsflow.dedup.stories import _centroid_cosine, match_story_centroid
+    sa, a, b = run(TUNED)
+    assert _centroid_cosine(a, b) >= 0.3
+    passing: list[StoryState] = []
+    best, _ = match_story_centroid(vec, {"quake": ["sa", "sb"], "chile": ["sa", "sb"]}, sa.stories, T0,
+                                   dense, threshold=0.06, passing=passing)
+    assert best is a and {s.story_id for s in passing} == {"sa", "sb"}
+    sa._merge(a, b)
+    assert set(sa.stories) == {"sa"} and sa.merged == {"sb": "sa"}
+    assert a.count == 8 and a.centroid["tsunami"] == 1.0 and a.centroid["quake"] == 5.0
+    # and through assign(): on a redundant stream an article close to both -> one story left
+    f = featurize_batch([StoryInput("x", "Chile quake", None, "p", T0)], TUNED)[0]
+    assert {"chile", "quake"} <= {t for t, _ in f.terms}
+    for merge, left in ((0.3, {"sa"}), (0.0, {"sa", "sb"})):
+        sa, a, b = run(replace(TUNED, story_merge_dense=merge))
+        sa.redundancy.dups, sa.redundancy.n = 300, 3000  # a redundant stream (10 %)
+        sa.redundancy._slabs = {T0 // TUNED.slab_ms: [3000, 300]}
+        for st in (a, b):
+            sa._postings_add(list(st.centroid), st.story_id, T0)
+        got = sa.assign(f)
+        assert got.story_id == "sa" and set(sa.stories) == left
