@@ -282,3 +282,7 @@ def test_old_positional_snapshots_are_refused_with_a_clear_message() -> None:
     newer["version"] = 99
     with pytest.raises(SnapshotFormatError, match="upgrade newsflow"):
         DedupLogic(SETTINGS, newer, False)
+    older = make_snapshot(STEP_STORIES, {}, freeze=False)
+    older["version"] = 1  # the release before the event-time merge of partitions
+    with pytest.raises(SnapshotFormatError, match=r"earlier release.*new recovery directory"):
+        StoriesLogic(SETTINGS, older, False)

@@ -17,7 +17,9 @@ from typing import Any
 
 FORMAT = "newsflow-state"
 #: bump when a step's fields change meaning (adding a field does not need a bump)
-VERSION = 1
+#: 2: input partitions merged on event time (dedup/story shards buffer by epoch), one digest step
+#: per type, story merges and the remembered redundancy rate in the story assigner
+VERSION = 2
 
 #: what a step's ``snapshot()`` returns and its builder gets back: the dict, or its pickle
 Snapshot = bytes | dict[str, Any]
@@ -53,6 +55,13 @@ def restore(step: str, resume: object) -> dict[str, Any]:
         raise SnapshotFormatError(msg)
     if snap.get("step") != step:
         msg = f"step {step!r}: the recovery snapshot belongs to step {snap.get('step')!r}"
+        raise SnapshotFormatError(msg)
+    if int(snap.get("version", 0)) < VERSION:
+        msg = (
+            f"step {step!r}: the recovery snapshot has version {snap.get('version')}, from an earlier "
+            f"release whose state layout differs (this release: {VERSION}); resume is refused: start "
+            "from a new recovery directory and replay the input"
+        )
         raise SnapshotFormatError(msg)
     if int(snap.get("version", 0)) > VERSION:
         msg = (
