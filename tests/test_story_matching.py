@@ -220,6 +220,7 @@ def test_dense_regime_merges_two_fragments_of_one_story() -> None:
     assert best is a and {s.story_id for s in passing} == {"sa", "sb"}
     sa._merge(a, b)
     assert set(sa.stories) == {"sa"} and sa.merged == {"sb": "sa"}
+    assert sa.take_merges() == [("sb", "sa")] and sa.take_merges() == []  # for the stories topic
     assert a.count == 8 and a.centroid["tsunami"] == 1.0 and a.centroid["quake"] == 5.0
     # and through assign(): on a redundant stream an article close to both -> one story left
     f = featurize_batch([StoryInput("x", "Chile quake", None, "p", T0)], TUNED)[0]

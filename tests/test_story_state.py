@@ -86,3 +86,25 @@ def test_story_entity_needs_two_titles_and_skips_publisher_names() -> None:
     assert story_entity(titles) == "ABS-CBN"
     assert story_entity(["City council approves stadium (Daily Herald)"] * 2, {"daily herald"}) is None
     assert story_entity(["Only one title names Kraftwerk"]) is None
+
+
+def test_a_story_merged_into_another_leaves_with_merged_into_and_the_other_takes_its_members() -> None:
+    """The story assigner's late merges (dense regime) reach the stories topic: the merged-away
+    story's last record names the story to follow; that story now counts both fragments."""
+    tr = StoryTracker()
+    tr.observe(rec("a1", "sa", T0, imp=40.0))
+    tr.observe(rec("b1", "sb", T0 + 60_000, pub="CNN", url="https://edition.cnn.com/b1", tier="T1", imp=70.0))
+    tr.observe(rec("b2", "sb", T0 + 120_000, pub="Reuters", url="https://www.reuters.com/b2"))
+    tr.flush()
+    tr.merge("sb", "sa")
+    gone, sa = tr.flush()
+    assert (gone.story_id, gone.status, gone.merged_into) == ("sb", "expired", "sa")
+    assert sa.story_id == "sa" and sa.merged_into is None and sa.member_count == 3
+    assert sa.members == ("a1", "b1", "b2") and sa.publishers == ("bbc.co.uk", "cnn.com", "reuters.com")
+    assert sa.lead.article_id == "b1" and sa.tiers == ("T1",) and sa.last_ms == T0 + 120_000
+    for v in (gone, sa):
+        r = story_record(v)
+        validate("stories", orjson.dumps(r))
+        assert ("merged_into" in r) == (v is gone)
+    tr.merge("sb", "sa")  # already gone: nothing happens
+    assert tr.flush() == []

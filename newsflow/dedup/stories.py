@@ -1042,6 +1042,8 @@ class StoryAssigner:
         self._article_slabs: dict[int, list[str]] = {}
         #: story merged away -> the story it was merged into (story_merge_dense)
         self.merged: dict[str, str] = {}
+        #: merges since the last take_merges(), in order: (merged away, into)
+        self.merge_log: list[tuple[str, str]] = []
         self._now = -(1 << 62)
         self._expired_until = -(1 << 62)
 
@@ -1087,12 +1089,18 @@ class StoryAssigner:
         into.last_ms = max(into.last_ms, other.last_ms)
         del self.stories[other.story_id]
         self.merged[other.story_id] = into.story_id
+        self.merge_log.append((other.story_id, into.story_id))
         for a, b in self.merged.items():
             if b == other.story_id:
                 self.merged[a] = into.story_id
         posted = [t for t in other.centroid if t in into.centroid]
         if posted:
             self._postings_add(posted, into.story_id, other.last_ms)
+
+    def take_merges(self) -> list[tuple[str, str]]:
+        """The merges since the last call, in order: ``(merged-away story, story it joined)``."""
+        out, self.merge_log = self.merge_log, []
+        return out
 
     # -- the pipeline
     def _lookup(self, keys: Sequence[int], shards: list[BandIndex],

@@ -13,7 +13,7 @@ story-id order, so a replay gives the same records for any number of workers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from newsflow.core.timeutil import iso_to_ms
@@ -60,7 +60,7 @@ class StoryView:
     """One story as the ``stories`` topic carries it (built into a record by ``wire.codec``)."""
 
     story_id: str
-    status: str  # active | expired
+    status: str  # active | expired (also the last record of a story merged into another)
     updated_ms: int  # the tracker's clock when the view was taken
     first_ms: int
     last_ms: int
@@ -73,6 +73,7 @@ class StoryView:
     label: str
     importance: float
     peak_importance: float
+    merged_into: str | None = None  # set on the last record of a story merged into another
 
 
 @dataclass(slots=True)
@@ -131,6 +132,8 @@ class StoryTracker:
         self.window_ms = window_ms
         self.stories: dict[str, _Story] = {}
         self.dirty: set[str] = set()
+        #: last views of stories merged into others, emitted by the next flush
+        self.merged_out: list[StoryView] = []
         self.now_ms = -(1 << 62)
         self._swept_hour = -(1 << 62)
 
@@ -167,6 +170,37 @@ class StoryTracker:
             st.lead_ms = t
         self.dirty.add(sid)
 
+    def merge(self, sid: str, into: str) -> None:
+        """Story ``sid`` was merged into ``into`` (the assigner's late merge): ``into`` takes its
+        members, publishers, tiers, times and lead; ``sid`` leaves with a last record naming
+        ``into`` (``merged_into``) at the next flush."""
+        st = self.stories.pop(sid, None)
+        if st is None or st.lead is None:
+            return
+        self.dirty.discard(sid)
+        self.merged_out.append(replace(self._view(sid, st, "expired"), merged_into=into))
+        dst = self.stories.get(into)
+        if dst is None:
+            dst = self.stories[into] = _Story(st.first_ms, st.last_ms)
+        dst.first_ms, dst.last_ms = min(dst.first_ms, st.first_ms), max(dst.last_ms, st.last_ms)
+        for aid in st.members:
+            if aid not in dst.seen and len(dst.members) < MAX_MEMBERS:
+                dst.members.append(aid)
+        new = st.seen - dst.seen
+        dst.count += len(new)
+        dst.seen |= new
+        dst.families |= st.families
+        dst.names |= st.names
+        dst.tiers |= st.tiers
+        dst.recent = (dst.recent + st.recent)[-LABEL_MEMBERS:]
+        dst.peak = max(dst.peak, st.peak)
+        lead = st.lead
+        if dst.lead is None or lead.importance > dst.lead.importance or (
+                lead.importance == dst.lead.importance and (st.lead_ms, lead.article_id)
+                < (dst.lead_ms, dst.lead.article_id)):
+            dst.lead, dst.lead_ms = lead, st.lead_ms
+        self.dirty.add(into)
+
     def _view(self, sid: str, st: _Story, status: str) -> StoryView:
         assert st.lead is not None
         now = max(self.now_ms, st.last_ms)
@@ -186,7 +220,8 @@ class StoryTracker:
         """Views of the stories changed since the last flush, then of the stories that expired
         (their last member is ``window_ms`` older than the clock; they leave the state), each
         group in story-id order."""
-        out = [self._view(sid, self.stories[sid], "active") for sid in sorted(self.dirty)]
+        out, self.merged_out = self.merged_out, []
+        out += [self._view(sid, self.stories[sid], "active") for sid in sorted(self.dirty)]
         self.dirty.clear()
         if self.now_ms // HOUR_MS <= self._swept_hour:  # expiry is swept once per hour of clock
             return out

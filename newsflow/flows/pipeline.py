@@ -396,6 +396,8 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 metrics.ARTICLES.labels(rec["disposition"]).inc()
                 out.append(ScoredArticle(rec))
                 self.tracker.observe(rec)
+        for gone, into in self.assigner.take_merges():  # late merges: the stories topic says so
+            self.tracker.merge(gone, into)
         # the stories that changed in this batch (one record each) and those that expired
         out.extend(StoryUpdate(story_record(v)) for v in self.tracker.flush())
         if len(self.tiers) > 2 * len(self.assigner.stories) + 1024:  # follow the assigner's expiry

@@ -300,6 +300,7 @@ def story_record(v: StoryView) -> dict[str, Any]:
         "label": v.label,
         "importance": v.importance,
         "peak_importance": v.peak_importance,
+        **({"merged_into": v.merged_into} if v.merged_into else {}),
     }
 
 
