@@ -77,6 +77,7 @@ def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path,
             partitions: int = 1, profile: bool = False) -> dict[str, object]:
     from newsflow.connectors.poller import PollerConfig
     from newsflow.connectors.topics import create_topics
+    from newsflow.wire.codec import interaction_heartbeat
 
     heartbeat_s = PollerConfig().heartbeat_s
     suffix = uuid.uuid4().hex[:6]
@@ -125,8 +126,6 @@ def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path,
                 p.produce(names["raw"], envelope("__tick__", None, int(now * 1000)), key=b"__tick__",
                           partition=part)
             if profile:  # the poller's heartbeat goes to interactions too when profiles are configured
-                from newsflow.wire.codec import interaction_heartbeat
-
                 p.produce(names["interactions"], orjson.dumps(interaction_heartbeat(int(now * 1000))), key=b"__tick__")
             last_hb = now
         feed = feeds[n % len(feeds)]

@@ -454,9 +454,9 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
         #: the digest types this step assembles (each type is its own step and key: the types'
         #: windows are assembled in parallel); None: every type
         self.types = types
-        self.profile_types = {p.name: set(p.digests) & (types if types is not None else set(p.digests))
-                              for p in (profiles.with_digests if profiles else ())}
-        self.profile_types = {k: v for k, v in self.profile_types.items() if v}
+        #: per profile with digests, the types of them this step assembles
+        self.profile_types = {p.name: mine for p in (profiles.with_digests if profiles else ())
+                              if (mine := {t for t in p.digests if types is None or t in types})}
         #: a configured default profile: the records carry its live relevance, so do the items
         self.live_relevance = profiles is not None and profiles.live_relevance
         self.recovery = recovery
@@ -659,22 +659,15 @@ def _to_shard(kv: tuple[str, ToShard]) -> tuple[str, ShardInput]:
     return kv[1].shard, item
 
 
-def _article_output(topic: str) -> Callable[[tuple[str, StoryOutput]], Output | None]:
+def _record_output(topic: str, kind: type[ScoredArticle | StoryUpdate], key_field: str
+                   ) -> Callable[[tuple[str, StoryOutput]], Output | None]:
+    """The story shards' records of one ``kind`` as :class:`Output` for ``topic``, keyed by the
+    record's ``key_field`` (articles: ``key``, stories: ``story_id``)."""
     def select(kv: tuple[str, StoryOutput]) -> Output | None:
         msg = kv[1]
-        if not isinstance(msg, ScoredArticle):
+        if not isinstance(msg, kind):
             return None
-        return Output(topic, msg.record["key"].encode(), dumps(msg.record))
-
-    return select
-
-
-def _story_output(topic: str) -> Callable[[tuple[str, StoryOutput]], Output | None]:
-    def select(kv: tuple[str, StoryOutput]) -> Output | None:
-        msg = kv[1]
-        if not isinstance(msg, StoryUpdate):
-            return None
-        return Output(topic, msg.record["story_id"].encode(), dumps(msg.record))
+        return Output(topic, msg.record[key_field].encode(), dumps(msg.record))
 
     return select
 
@@ -702,7 +695,7 @@ def newsflow_steps(
                               isolated("stories", settings, lambda r: StoriesLogic(settings, r, recovery)))
     stories_split = op.branch("split_stories", stories_all, lambda kv: isinstance(kv[1], Output))
     storied = stories_split.falses
-    stories = op.filter_map("story_outputs", storied, _story_output(settings.kafka.topics.stories))
+    stories = op.filter_map("story_outputs", storied, _record_output(settings.kafka.topics.stories, StoryUpdate, "story_id"))
     extra: list[Stream[Output]] = []
     scored: Stream[tuple[str, StoryOutput]] = storied  # type: ignore[assignment]
     learned = None
@@ -717,7 +710,7 @@ def newsflow_steps(
             rel_dls, scored = live_relevance_steps(storied, learned, settings, profiles, story_keys(settings),
                                                    recovery=recovery)
             extra.append(rel_dls)
-    articles = op.filter_map("article_outputs", scored, _article_output(settings.kafka.topics.articles))
+    articles = op.filter_map("article_outputs", scored, _record_output(settings.kafka.topics.articles, ScoredArticle, "key"))
     to_digests = op.filter_map("to_digests", scored, _to_digests(settings, profiles))
     if learned is not None:
         to_digests = op.merge("digests_in", to_digests, op.filter_map(

@@ -42,6 +42,7 @@ from bytewax.dataflow import Stream
 from bytewax.operators import StatefulLogic
 
 from newsflow.config import Settings
+from newsflow.core.alignment import END
 from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.normalize import make_deadletter
@@ -74,7 +75,7 @@ from newsflow.wire.codec import deadletter_to_dict, dumps
 STEP_INTERACTIONS = "interactions"
 STEP_PROFILES = "profiles"
 #: an interactions partition at its end: its clock no longer holds anything back
-END_OF_INPUT = 2**62
+END_OF_INPUT = END  # the main flow's end-of-source mark (newsflow.core.alignment)
 
 
 def profile_key(name: str) -> str:
