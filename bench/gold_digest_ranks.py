@@ -35,6 +35,7 @@ def main(gold_path: str, articles: str, digests: str, ids: list[str]) -> None:
                 link_aid[k] = r["article_id"]
     aid_story = {link_aid[g["link"]]: g["story"] for g in gold if g["link"] in link_aid}
     ds = {d["digest_id"]: d for d in _lines(digests) if d["digest_id"] in ids}
+    best: dict[str, tuple[int, str, str, int]] = {}  # story -> (rank, digest, label, section rank)
     for did in ids:
         d = ds[did]
         items = [it for s in d["sections"] for it in s["items"]]
@@ -50,9 +51,24 @@ def main(gold_path: str, articles: str, digests: str, ids: list[str]) -> None:
             npub = len({g["publisher"] for g in v})
             if ranks:
                 n, other, label = ranks[0]
+                if s not in best or n < best[s][0]:
+                    best[s] = (n, did, label, other)
                 print(f"| {s} | {npub} | {n} | {len(ranks)} | {other} | {label} |")
             else:
                 print(f"| {s} | {npub} | – | 0 | – | – |")
+
+
+    if len(ids) > 1:  # the day's digests together: each story's best place
+        print(f"\n## best place over {len(ids)} digests: {len(best)} of {len(wide)} widely covered stories shown\n")
+        print("| gold story | publishers | best rank | digest | other gold stories in that item | label |")
+        print("| --- | ---: | ---: | --- | ---: | --- |")
+        for s, v in sorted(wide.items(), key=lambda kv: -len({g['publisher'] for g in kv[1]})):
+            npub = len({g["publisher"] for g in v})
+            if s in best:
+                n, did, label, other = best[s]
+                print(f"| {s} | {npub} | {n} | {did} | {other} | {label} |")
+            else:
+                print(f"| {s} | {npub} | – | – | – | – |")
 
 
 if __name__ == "__main__":

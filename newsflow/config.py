@@ -51,6 +51,7 @@ from newsflow.connectors.http_fetch import FetchConfig
 from newsflow.dedup.stories import PRESETS, TUNED, StoryConfig
 from newsflow.digest.config import DigestConfig
 from newsflow.feeds.normalize import NormalizeConfig
+from newsflow.feeds.tiers import BUILTIN_TIERS, load_source_tiers
 from newsflow.polling.state import PollPolicy
 from newsflow.profiles.config import (
     DEFAULT_PROFILE,
@@ -163,10 +164,23 @@ class NormalizeSettings(Section):
     max_item_body_chars: int = Field(_N.max_item_body_chars, ge=100)
     #: original bytes kept in a dead letter (``original_size`` has the full size)
     max_deadletter_original_bytes: int = Field(_N.max_deadletter_original_bytes, ge=0)
+    #: default authority tiers of well-known sources, for feeds without a tier of their own:
+    #: "builtin" (``newsflow/feeds/source_tiers.toml``), a path to a table of that format, or ""
+    #: (off: such feeds stay without a tier, scored as T4)
+    source_tiers: str = "builtin"
+
+    @field_validator("source_tiers")
+    @classmethod
+    def _tier_table(cls, v: str) -> str:
+        if v and v != "builtin":
+            load_source_tiers(v)  # a bad table fails at start-up, with its path
+        return v
 
     def to_config(self) -> NormalizeConfig:
-        d = self.model_dump(exclude={"future_tolerance_seconds"})
-        return NormalizeConfig(future_tolerance_ms=self.future_tolerance_seconds * 1000, **d)
+        d = self.model_dump(exclude={"future_tolerance_seconds", "source_tiers"})
+        tiers = (BUILTIN_TIERS if self.source_tiers == "builtin"
+                 else load_source_tiers(self.source_tiers) if self.source_tiers else None)
+        return NormalizeConfig(future_tolerance_ms=self.future_tolerance_seconds * 1000, source_tiers=tiers, **d)
 
 
 class DedupSettings(Section):

@@ -195,10 +195,11 @@ def test_sections_thresholds_and_header():
 
 def test_label_entity_and_terms():
     d = assemble_digest(standard_records(), WIN)
-    label = items(d, TOP_STORIES)[0]["label"]
-    assert label.startswith("Apple: ") or label.startswith("iPhone: "), label
-    assert len(label.split(": ", 1)[1].split()) == 3
-    assert "iphone" in label.lower()
+    it = items(d, TOP_STORIES)[0]
+    assert it["entity"] == "Apple"
+    assert len(it["terms"]) == 3 and "iPhone" in it["terms"]
+    # the headline names the entity: the label is the lead's headline, words a reader knows
+    assert it["label"] == "Apple unveils iPhone with faster chip" == it["lead"]["title"]
 
 
 def test_summary_50_75_words_extractive():
@@ -673,12 +674,11 @@ def test_reliability_as_of_the_window_end_scales_authority():
 def test_labels_are_entity_and_headline_words_or_a_short_headline():
     d = assemble_digest(standard_records(), WIN)
     top = items(d, TOP_STORIES)[0]
-    entity, terms = top["label"].split(": ")
-    assert entity == "Apple"
-    # surface words of the headlines ("unveils", not the stem "unveil"), in headline order
+    assert top["entity"] == "Apple"
+    # terms: surface words of the headlines ("unveils", not the stem "unveil"), in headline order
     title_words = TOPICS["apple"][0].split()
-    assert all(t in title_words for t in terms.split())
-    assert [title_words.index(t) for t in terms.split()] == sorted(title_words.index(t) for t in terms.split())
+    assert all(t in title_words for t in top["terms"])
+    assert [title_words.index(t) for t in top["terms"]] == sorted(title_words.index(t) for t in top["terms"])
     # no entity in 2+ titles: a short form of the lead headline, never cut mid-phrase silently
     from newsflow.digest.labels import short_headline
 
@@ -687,5 +687,38 @@ def test_labels_are_entity_and_headline_words_or_a_short_headline():
     assert short_headline("Face off: Trump tours mask factory - BBC News") == "Face off: Trump tours mask factory"
 
 
+def test_label_names_the_entity_the_lead_headline_leaves_out():
+    """Issue 9 item 5: labels read as headlines, never as strung-together terms ("meat mental
+    Hotline"); a lead headline that does not name the story's entity gets it in front."""
+    titles = ["White House to wind down virus task force", "White House says virus task force will wind down",
+              "US looks at winding down virus task force", "US looks at winding down virus task force soon",
+              "Officials look at winding down the virus task force"]
+    body = ("The White House is planning to wind down the coronavirus task force by the end of the month, "
+            "officials said. The task force has led the federal response to the virus outbreak.")
+    recs = [rec("apple", i, 80, pub=i, title=t, body_text=body, story="s-task") for i, t in enumerate(titles)]
+    [it] = _all_items(assemble_digest(recs, WIN))
+    assert it["entity"] == "White House"
+    assert it["label"] == "White House: US looks at winding down virus task force" == f"White House: {it['lead']['title']}"
+    assert set(it["terms"]) <= {w for t in titles for w in t.split()}
+    # a lead headline naming the entity is the label as it is
+    [it] = _all_items(assemble_digest(recs[:3], WIN))
+    assert it["label"] == it["lead"]["title"] == "White House to wind down virus task force"
+
+
 def test_new_york_is_one_entity():
     assert "New York City" in capitalized_phrases("Children in New York City fall ill")
+
+
+def test_summaries_leave_out_links_hashtags_and_calls_to_action():
+    """Real video-channel leads (YouTube feeds of news channels): the summary is the prose, never
+    "Subscribe to our channel: http://aje.io/... #AlJazeeraEnglish"."""
+    body = ("Venezuela's President Nicolas Maduro says 13 people have been captured following what he says "
+            "was a coup attempt. Maduro says the group arrived in speedboats on Sunday. - Subscribe to our "
+            "channel: http://aje.io/AJSubscribe - Follow us on Twitter: https://twitter.com/AJEnglish "
+            "#AlJazeeraEnglish #Venezuela")
+    s = extractive_summary({"title": "Americans captured in failed coup plot", "body_text": body})
+    assert s.startswith("Venezuela's President Nicolas Maduro says 13 people")
+    assert "http" not in s and "#" not in s and "Subscribe" not in s and "aje.io" not in s
+    junk = ("To watch TV Patrol videos, click the links below: http://bit.ly/TVPatrol2019 To watch more "
+            "breaking news, click the links below: https://www.youtube.com/x #ABSCBNNews")
+    assert extractive_summary({"title": "ABS-CBN goes off air", "body_text": junk}) == "ABS-CBN goes off air"

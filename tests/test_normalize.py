@@ -238,3 +238,53 @@ def test_atom_dc_date_takes_priority_over_published() -> None:
 def test_email_only_author_is_kept_not_replaced_by_managing_editor() -> None:
     a = one(rss("<item><title>t</title><link>https://ex.com/1</link><author>jane@ex.com</author></item>"))
     assert a.author == "jane@ex.com"
+
+
+# ---- default tiers of well-known sources (issue 9: authority on tierless real feeds) ----
+
+
+def test_source_tier_table_gives_well_known_sources_a_tier() -> None:
+    from dataclasses import replace
+
+    from newsflow.feeds.normalize import DEFAULT_NORMALIZE_CONFIG
+    from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
+
+    item = "<item><title>t</title><link>{}</link></item>"
+    # by the link's host (any subdomain, down to the registrable domain)
+    assert one(rss(item.format("https://www.bbc.co.uk/news/world-1"))).tier == "T2"
+    assert one(rss(item.format("https://apnews.com/article/x"))).tier == "T1"
+    assert one(rss(item.format("https://arstechnica.com/science/x"))).tier == "T3"
+    # a shared platform's link: by the publisher's name, also a longer name starting with it
+    yt = rss(item.format("https://www.youtube.com/watch?v=b0tXaZq5q"))
+    assert one(yt, publisher="Al Jazeera English").tier == "T2"
+    assert one(yt, publisher="Fox News latest").tier == "T2"
+    assert one(yt, publisher="Some Channel").tier is None
+    assert one(rss(item.format("https://ex.com/1"))).tier is None  # unknown: no tier (scored as T4)
+    # the feed's own tier always wins
+    assert one(rss(item.format("https://www.bbc.co.uk/news/1")), tier="T5").tier == "T5"
+    # the table can be turned off or replaced
+    off = replace(DEFAULT_NORMALIZE_CONFIG, source_tiers=None)
+    res = normalize_payload(RawPayload("f1", "https://ex.com/feed.xml", FETCH, 200,
+                                       rss(item.format("https://www.bbc.co.uk/news/1"))), off)
+    assert res.articles[0].tier is None
+    own = replace(DEFAULT_NORMALIZE_CONFIG, source_tiers=SourceTiers({"ex.com": "T1"}, {}))
+    res = normalize_payload(RawPayload("f1", "https://ex.com/feed.xml", FETCH, 200,
+                                       rss(item.format("https://news.ex.com/1"))), own)
+    assert res.articles[0].tier == "T1"
+    assert DEFAULT_NORMALIZE_CONFIG.source_tiers is BUILTIN_TIERS
+
+
+def test_source_tier_table_from_configuration(tmp_path) -> None:
+    import pytest
+
+    from newsflow.config import Settings
+
+    p = tmp_path / "tiers.toml"
+    p.write_text('version = 1\n[domains]\n"ex.com" = "T1"\n[publishers]\n"my channel" = "T3"\n')
+    t = Settings(normalize={"source_tiers": str(p)}).normalize.to_config().source_tiers
+    assert t is not None and t.lookup("My Channel!", "https://youtube.com/x") == "T3"
+    assert t.lookup(None, "https://a.ex.com/1") == "T1"
+    assert Settings(normalize={"source_tiers": ""}).normalize.to_config().source_tiers is None
+    p.write_text('[domains]\n"ex.com" = "T9"\n')
+    with pytest.raises(ValueError, match="T9"):
+        Settings(normalize={"source_tiers": str(p)})

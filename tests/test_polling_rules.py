@@ -861,7 +861,7 @@ def test_import_opml_is_tolerant() -> None:
                                       "https://blog.tumblr.com/rss"]
     wire, deep, blog = feeds
     assert wire.id == "wire-co-2" and wire.name == "Wire & Co" and wire.category == "News"
-    assert wire.publisher == "wire.example" and wire.tier == "T4"
+    assert wire.publisher == "wire.example" and wire.tier is None
     assert deep.category == "News/World" and deep.id == "deep-one"  # nested folders keep their path
     assert blog.category == "Blogs" and blog.publisher == "tumblr.com" and blog.id.startswith("feed-")
     reg = Registry(tuple(feeds))

@@ -202,3 +202,15 @@ def test_emerging_topic_names_are_labels_not_cut_titles() -> None:
 
 def _all_labels(d: dict) -> list[str]:
     return [it["label"] for s in d["sections"] for it in s["items"]]
+
+
+def test_a_label_that_is_the_lead_headline_is_shown_once() -> None:
+    recs = [rec("ebola", i, 75, story="ebola-s", pub=i) for i in range(3)]
+    d = assemble_digest(recs, WIN)
+    [it] = [it for s in d["sections"] for it in s["items"]]
+    assert it["label"] == it["lead"]["title"]
+    md, html = to_markdown(d), to_html(d)
+    top_md = md.split("## Top Stories", 1)[1].split("*Related", 1)[0]
+    top_html = html.split("<h2>Top Stories</h2>", 1)[1].split('<div class="related">', 1)[0]
+    assert top_md.count(it["label"]) == 1 and top_html.count(f">{it['label']}<") == 1
+    assert it["lead"]["url"] in md and it["lead"]["url"] in html

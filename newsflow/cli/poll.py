@@ -265,7 +265,8 @@ def register(subparsers: Any) -> None:
     imp.add_argument("file")
     imp.add_argument("--registry", help="merge into this registry (created if missing); "
                                         "default: print TOML to stdout")
-    imp.add_argument("--tier", default="T4", help="tier of imported feeds without one (default T4)")
+    imp.add_argument("--tier", default=None, choices=("T1", "T2", "T3", "T4", "T5"),
+                     help="tier of imported feeds without one (default: none, the source tier table decides)")
     imp.add_argument("--language", help="language of imported feeds without one")
     imp.set_defaults(func=cmd_import_opml)
     exp = add_command(fs, "export-opml", "write the registry as OPML",

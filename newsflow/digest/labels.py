@@ -188,6 +188,14 @@ def extractive_summary(
     return " ".join(toks)
 
 
+#: links, bare domains and hashtags are not prose (video-channel descriptions are full of them)
+_URLISH = re.compile(r"(?:https?://|www\.)\S+|\b[\w-]+\.(?:ly|com|net|org|tv|io)/\S*|(?<!\w)#\w+")
+#: calls to action of channel and newsletter descriptions: never a summary sentence
+_BOILERPLATE = re.compile(
+    r"\b(?:click (?:the |on the )?links?|subscribe (?:to|now|here)|follow us|like us on|visit our website|"
+    r"sign up for|download (?:the|our) app|watch (?:more|the latest|live)|turn on notifications)\b", re.IGNORECASE)
+
+
 @functools.lru_cache(maxsize=1 << 12)
 def _summary_sentences(
     title: str, body: str | bytes, max_sentences: int
@@ -196,8 +204,11 @@ def _summary_sentences(
     its candidate sentences (4+ words, not the title again), their stem sets, and the text
     shown when there is none. Memoized per article (a lead is summarized again in every
     window that shows it)."""
-    text = body_of_key(body)
-    sents = split_sentences(text)[:max_sentences]
+    text = _URLISH.sub(" ", body_of_key(body))
+    every = split_sentences(text)
+    sents = [x for x in every if not _BOILERPLATE.search(x)][:max_sentences]
+    if every and not sents:  # nothing but calls to action: the title says more
+        text = ""
     tnorm = " ".join(words(title))
     sents = [s for s in sents if len(s.split()) >= 4 and " ".join(words(s)) != tnorm]
     stems = tuple(frozenset(a[0] for w in words(s) if (a := _analyze_word(w)) is not None) for s in sents)

@@ -113,13 +113,17 @@ def to_markdown(d: Mapping[str, Any]) -> str:
                 )
                 if x
             )
-            if name == "Top Stories":
+            same = _label_is_title(it)
+            if name == "Top Stories" and same:  # the label is the lead's headline: say it once
+                lines += [f"### {trend}{_md_link(it.get('label', ''), lead.get('url'))}", "", meta, ""]
+            elif name == "Top Stories":
                 lines += [
                     f"### {trend}{md_escape(it.get('label', ''))}",
                     "",
                     f"**{_md_link(lead.get('title', ''), lead.get('url'))}** — {meta}",
                     "",
                 ]
+            if name == "Top Stories":
                 if it.get("summary"):
                     lines += [md_escape(it["summary"]), ""]
                 rel = _related_line(it)
@@ -127,11 +131,9 @@ def to_markdown(d: Mapping[str, Any]) -> str:
                     lines += [f"*Related: {md_escape(rel)}*", ""]
             elif name == "Noteworthy":
                 summ = _one_line(it.get("summary") or "")
-                lines.append(
-                    f"- {trend}**{md_escape(it.get('label', ''))}**: "
-                    f"{_md_link(lead.get('title', ''), lead.get('url'))} — {meta}"
-                    + (f"  \n  {md_escape(summ)}" if summ else "")
-                )
+                head = (f"**{_md_link(it.get('label', ''), lead.get('url'))}**" if same else
+                        f"**{md_escape(it.get('label', ''))}**: {_md_link(lead.get('title', ''), lead.get('url'))}")
+                lines.append(f"- {trend}{head} — {meta}" + (f"  \n  {md_escape(summ)}" if summ else ""))
             else:
                 lines.append(
                     f"- {_md_link(lead.get('title', ''), lead.get('url'))} — "
@@ -304,6 +306,14 @@ def to_html(d: Mapping[str, Any]) -> str:
     return "\n".join(x for x in out if x) + "\n"
 
 
+def _label_is_title(it: Mapping[str, Any]) -> bool:
+    """The item's label is its lead's whole headline (labels are headlines: issue 9 item 5), so
+    a page shows it once, as the link."""
+    title = (it.get("lead") or {}).get("title") or ""
+    label = it.get("label") or ""
+    return bool(title) and (label == title or label.endswith(f": {title}"))
+
+
 def _html_top(it: Mapping[str, Any]) -> str:
     lead = it.get("lead") or {}
     rel = _related_line(it)
@@ -316,12 +326,14 @@ def _html_top(it: Mapping[str, Any]) -> str:
         related = f'<div class="related">Related: {_e(rel)}' + (
             f"<ul>{links}</ul>" if links else ""
         ) + "</div>"  # fmt: skip
+    same = _label_is_title(it)  # the label is the lead's headline: the heading is its link
+    label = _a(it.get("label", ""), lead.get("url"), "lead-title") if same else _e(it.get("label", ""))
     return (
         '<article class="story">'
-        f"<h3>{_trend_badge(it.get('trend'))}{_e(it.get('label', ''))} "
+        f"<h3>{_trend_badge(it.get('trend'))}{label} "
         f"{_score_badge(it.get('score'))}</h3>"
-        f"<div>{_a(lead.get('title', ''), lead.get('url'), 'lead-title')}</div>"
-        f'<div class="byline">{_byline(lead)}</div>'
+        + ("" if same else f"<div>{_a(lead.get('title', ''), lead.get('url'), 'lead-title')}</div>")
+        + f'<div class="byline">{_byline(lead)}</div>'
         + (f'<p class="summary">{_e(it.get("summary"))}</p>' if it.get("summary") else "")
         + related
         + "</article>"
@@ -333,10 +345,13 @@ def _html_compact(it: Mapping[str, Any], *, full: bool) -> str:
     if full:
         summ = _one_line(it.get("summary") or "")
         rel = _related_line(it)
+        if _label_is_title(it):
+            head = f'<span class="label">{_a(it.get("label", ""), lead.get("url"))}</span> {_score_badge(it.get("score"))}'
+        else:
+            head = (f'<span class="label">{_e(it.get("label", ""))}</span> {_score_badge(it.get("score"))}<br>'
+                    f"{_a(lead.get('title', ''), lead.get('url'))}")
         return (
-            f'<li>{_trend_badge(it.get("trend"))}<span class="label">{_e(it.get("label", ""))}'
-            f"</span> {_score_badge(it.get('score'))}<br>"
-            f"{_a(lead.get('title', ''), lead.get('url'))}"
+            f'<li>{_trend_badge(it.get("trend"))}{head}'
             f'<div class="byline">{_byline(lead)}'
             + (f" · {_e(rel)}" if rel else "")
             + "</div>"

@@ -19,6 +19,7 @@ import orjson
 from newsflow.core.hashing import bytes_id, fingerprint, stable_id
 from newsflow.core.timeutil import ms_to_iso
 from newsflow.feeds.fastfeed import fast_parse
+from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
 from newsflow.feeds.urls import absolutize, canonicalize_url, registrable_domain
 from newsflow.feeds.xml import needs_byte_repair, repair_xml_bytes
 from newsflow.model.records import Article, DeadLetter, Media, RawPayload
@@ -60,6 +61,8 @@ class NormalizeConfig:
     max_item_body_chars: int = 100_000
     #: original bytes kept in a dead letter (the rest is cut; ``original_size`` has the full size)
     max_deadletter_original_bytes: int = 256 * 1024
+    #: default tiers of well-known sources for feeds without a tier of their own (None: off)
+    source_tiers: SourceTiers | None = BUILTIN_TIERS
 
 
 DEFAULT_NORMALIZE_CONFIG = NormalizeConfig()
@@ -322,7 +325,8 @@ def normalize_entry(
         article_id=stable_id(payload.feed_id, guid),
         feed_id=payload.feed_id,
         publisher=publisher,
-        tier=payload.tier,
+        tier=payload.tier or (settings.source_tiers.lookup(publisher, canonical)
+                              if settings.source_tiers is not None else None),
         guid=guid,
         url=url,
         canonical_url=canonical,

@@ -42,8 +42,9 @@ from newsflow.polling.safety import address_block_reason, scheme_allowed
 from newsflow.polling.state import FEED_TYPE_INTERVALS_S
 
 TIERS: tuple[str, ...] = ("T1", "T2", "T3", "T4", "T5")
-#: 004: a feed absent from the tier table defaults to Tier 4
-DEFAULT_TIER = "T4"
+#: a feed without a tier: none in its envelope, so the article takes the default tier of its
+#: source from ``newsflow/feeds/source_tiers.toml`` (or none: scored as T4, as 004's default)
+DEFAULT_TIER: str | None = None
 DEFAULT_CATEGORY = "general"
 DEFAULT_LANGUAGE = "und"
 #: reserved by the heartbeat envelope on feeds.raw
@@ -68,7 +69,7 @@ class FeedSpec:
     url: str
     name: str
     publisher: str
-    tier: str = DEFAULT_TIER
+    tier: str | None = DEFAULT_TIER
     category: str = DEFAULT_CATEGORY
     language: str = DEFAULT_LANGUAGE
     interval_s: float | None = None
@@ -167,7 +168,7 @@ def _feed_from_mapping(raw: Mapping[str, Any], defaults: Mapping[str, Any], inde
         url=url,
         name=str(d.get("name") or "").strip() or (urlsplit(url).hostname or url),
         publisher=str(d.get("publisher") or "").strip() or default_publisher(url),
-        tier=str(d.get("tier") or DEFAULT_TIER).strip().upper(),
+        tier=str(d["tier"]).strip().upper() if d.get("tier") else DEFAULT_TIER,
         category=str(d.get("category") or DEFAULT_CATEGORY).strip(),
         language=str(d.get("language") or DEFAULT_LANGUAGE).strip(),
         interval_s=interval,
@@ -243,7 +244,8 @@ def dump_registry(feeds: Iterable[FeedSpec], header: str | None = None) -> str:
     for f in feeds:
         lines.append("[[feed]]")
         for key in ("id", "url", "name", "publisher", "tier", "category", "language"):
-            lines.append(f"{key} = {_toml_str(getattr(f, key))}")
+            if getattr(f, key) is not None:
+                lines.append(f"{key} = {_toml_str(getattr(f, key))}")
         if f.interval_s is not None:
             lines.append(f"interval = {_toml_str(format_duration(f.interval_s))}")
         if f.feed_type is not None:
@@ -294,7 +296,7 @@ def _parse_opml_root(text: str | bytes) -> ET.Element:
 def import_opml(
     text: str | bytes,
     *,
-    default_tier: str = DEFAULT_TIER,
+    default_tier: str | None = DEFAULT_TIER,
     default_language: str | None = None,
     existing_ids: Iterable[str] = (),
     rejected: list[tuple[str, str]] | None = None,
@@ -359,7 +361,7 @@ def import_opml(
             if not fid:
                 fid = unique_id(f"feed-{stable_id(url, size=4)}")
             taken.add(fid)
-            tier = (_attr(child, "tier") or default_tier).upper()
+            tier = (_attr(child, "tier") or default_tier or "").upper() or None
             interval = parse_duration_s(_attr(child, "interval"))
             ftype = _attr(child, "feedType", "feed_type")
             out.append(FeedSpec(
@@ -413,7 +415,7 @@ def export_opml(feeds: Iterable[FeedSpec], title: str = "newsflow feeds") -> str
                 "xmlUrl": f.url,
                 "feedId": f.id,
                 "publisher": f.publisher,
-                "tier": f.tier,
+                **({"tier": f.tier} if f.tier else {}),
                 "category": f.category,
                 "language": f.language,
             }
@@ -487,7 +489,7 @@ def check(
             if f.url in urls:
                 problems.append(Problem("warning", f.id, "url", f"same URL as feed {urls[f.url]!r}"))
             urls.setdefault(f.url, f.id)
-        if f.tier not in TIERS:
+        if f.tier is not None and f.tier not in TIERS:
             problems.append(Problem("error", f.id, "tier", f"tier must be one of {', '.join(TIERS)}"))
         if f.interval_s is not None:
             if f.interval_s > 7 * 86_400:
