@@ -288,3 +288,28 @@ def test_source_tier_table_from_configuration(tmp_path) -> None:
     p.write_text('[domains]\n"ex.com" = "T9"\n')
     with pytest.raises(ValueError, match="T9"):
         Settings(normalize={"source_tiers": str(p)})
+
+
+def test_utf8_feed_without_declaration_is_read_as_utf8_on_the_feedparser_path() -> None:
+    """Real Daily Mail feed: no XML declaration, a UTF-8 no-break space at the end of titles, a
+    namespace the fast path declines. Titles read "…in flames", never "…in flamesÂ"; an HTTP
+    charset, when the server names one, is still honoured."""
+    from dataclasses import replace
+
+    from newsflow.feeds.normalize import DEFAULT_NORMALIZE_CONFIG
+
+    body = ('<rss xmlns:atom="//www.w3.org/2005/Atom" version="2.0"><channel><title>DM</title>'
+            "<item><title>UAE skyscraper is engulfed in flames\u00a0</title><link>https://ex.com/1</link>"
+            "<description>Caf\u00e9 fire\u00a0report</description></item></channel></rss>").encode()
+    for fast in (True, False):
+        cfg = replace(DEFAULT_NORMALIZE_CONFIG, fast_parse=fast)
+        for ct in (None, "application/rss+xml", "text/xml"):
+            [a] = normalize_payload(RawPayload("dm", "https://ex.com/feed", FETCH, 200, body, content_type=ct),
+                                    cfg).articles
+            assert a.title == "UAE skyscraper is engulfed in flames", (fast, ct, a.title)
+            assert a.body_text == "Café fire report", (fast, ct, a.body_text)
+    latin = body.decode().encode("latin-1")
+    [a] = normalize_payload(RawPayload("dm", "https://ex.com/feed", FETCH, 200, latin,
+                                       content_type="text/xml; charset=ISO-8859-1"),
+                            replace(DEFAULT_NORMALIZE_CONFIG, fast_parse=False)).articles
+    assert a.body_text == "Café fire report"

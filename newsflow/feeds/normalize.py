@@ -140,10 +140,19 @@ def _install_dc_date_hook() -> None:
 _install_dc_date_hook()
 
 
-def parse_feed(body: bytes, base_url: str | None) -> Any:
-    headers = {"content-location": base_url} if base_url else None
+def parse_feed(body: bytes, base_url: str | None, content_type: str | None = None) -> Any:
+    """feedparser on the body. The HTTP ``Content-Type`` is passed only when it names a
+    charset; otherwise the document's own declaration (else UTF-8) decides, as the fast path
+    does. (Any response headers without a Content-Type make feedparser assume ``text/xml``
+    and ISO-8859-1: a UTF-8 no-break space came out as "Â" in 61 Daily Mail titles.)"""
+    headers: dict[str, str] = {}
+    if base_url:
+        headers["content-location"] = base_url
+    if headers:
+        headers["content-type"] = (content_type if content_type and "charset=" in content_type.lower()
+                                   else "application/xml")
     return feedparser.parse(
-        body, response_headers=headers, sanitize_html=False, resolve_relative_uris=False
+        body, response_headers=headers or None, sanitize_html=False, resolve_relative_uris=False
     )
 
 
@@ -491,14 +500,14 @@ def _normalize_payload(payload: RawPayload, settings: NormalizeConfig, items: _I
         fmt, feed, entries = fast
     else:
         try:
-            d = parse_feed(body, base)
+            d = parse_feed(body, base, payload.content_type)
             fmt = d.get("version") or ""
             if d.get("bozo") and (not d.entries or needs_byte_repair(body)):
                 # feedparser's loose parser recovers items from broken XML but reads a bare
                 # "&T" as an entity ("AT&T;"): repair and re-parse whenever the repair applies,
                 # keep the repaired parse when it finds at least as many items
                 fixed = repair_xml_bytes(body)
-                d2 = parse_feed(fixed, base)
+                d2 = parse_feed(fixed, base, payload.content_type)
                 if len(d2.entries) >= len(d.entries) and (
                         d2.entries or (d2.get("version") and not d2.get("bozo"))):
                     d, fmt, res.recovered = d2, d2.get("version") or "", True
