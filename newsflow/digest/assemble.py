@@ -612,7 +612,7 @@ def _summary(lead: Mapping[str, Any], terms: Sequence[str], wr: tuple[int, int])
 def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
     """000 Step 5 "[Entity]: top terms", readable: the entity is the story's most frequent
     named entity in its titles; the label's words are the lead's headline, shortened (first
-    clause, or 10 words and "…"), after "[Entity]: " when the headline does not name the
+    clause, or 14 words and "…"), after "[Entity]: " when the headline does not name the
     entity. The item's ``terms`` are the topic's top TF-IDF terms that its titles use, as the
     words a reader saw (not stems), in headline order. (Top terms strung together read as word
     salad: "meat mental Hotline"; a headline never does.)"""
@@ -643,7 +643,7 @@ def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str
     # the words a reader reads best are a headline's: the lead's, shortened, after the entity
     # when it does not name it ("White House: US looks at winding down virus task force")
     title = sel[c.lead].get("title") or ""
-    head = short_headline(title)
+    head = short_headline(title, max_words=14)
     if ent and head and f" {' '.join(words(ent))} " not in f" {' '.join(words(title))} ":
         label = f"{ent}: {head}"
     else:
