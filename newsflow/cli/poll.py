@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from newsflow.model.vocab import FAILED_POLL_STATUSES, SUCCESS_STATUSES, HealthStatus
 from newsflow.polling.registry import (
+    Registry,
     RegistryError,
     check,
     dump_registry,
@@ -98,6 +99,15 @@ class Progress:
         self.out.flush()
 
 
+def _registry(path: str) -> Registry | None:
+    """The feed registry at ``path``, or ``None`` after saying why on stderr."""
+    try:
+        return load_registry(path)
+    except RegistryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+
+
 def cmd_poll(args: argparse.Namespace) -> int:
     from newsflow.cli.main import load_config, reachable_brokers
     from newsflow.cli.ops import observed
@@ -105,10 +115,8 @@ def cmd_poll(args: argparse.Namespace) -> int:
     from newsflow.flows.poller import run_poller_flow
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        registry = load_registry(args.registry)
-    except RegistryError as e:
-        print(f"error: {e}", file=sys.stderr)
+    registry = _registry(args.registry)
+    if registry is None:
         return 2
     settings = load_config(args)
     cfg = settings.poller_config()
@@ -201,10 +209,8 @@ def cmd_import_opml(args: argparse.Namespace) -> int:
 
 
 def cmd_export_opml(args: argparse.Namespace) -> int:
-    try:
-        registry = load_registry(args.registry)
-    except RegistryError as e:
-        print(f"error: {e}", file=sys.stderr)
+    registry = _registry(args.registry)
+    if registry is None:
         return 2
     text = export_opml(registry.feeds)
     if args.output:
@@ -215,10 +221,8 @@ def cmd_export_opml(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    try:
-        registry = load_registry(args.registry)
-    except RegistryError as e:
-        print(f"error: {e}", file=sys.stderr)
+    registry = _registry(args.registry)
+    if registry is None:
         return 2
     problems = check(registry)
     for p in problems:
