@@ -66,3 +66,16 @@ def test_shingles() -> None:
     assert word_shingles(["a"], 3) == ["a"]
     assert word_shingles(["a", "b", "a"], 1) == ["a", "b"]
     assert char_shingles("abcdef", 5) == ["abcde", "bcdef"]
+
+
+def test_features_batch_equals_one_by_one_with_multi_word_tokens() -> None:
+    """Raw tokens of several words ("U.S.-based") are spliced in the same way in a batch as
+    alone, and each document keeps its own hashes."""
+    import numpy as np
+
+    from newsflow.text.tokenize import TextFeatures, features_batch
+
+    docs = [("U.S.-based firm buys rival", "The U.S.-based company, a self-driving start-up, said so."),
+            ("Plain title", "x y z U.K.-listed shares fell"), ("", "start-up"), ("No body", "")] * 2
+    for got, (t, b) in zip(features_batch(docs), docs, strict=True):
+        assert np.array_equal(got.hashes, TextFeatures.of(t, b).hashes)

@@ -5,7 +5,7 @@ stems, stable 64-bit token hashes, TF-IDF feature rows (title x2 + first 200 wor
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, cast
@@ -113,32 +113,46 @@ def _learn_raw_tokens(new: Iterable[str]) -> None:
             _HCACHE[tok] = hs[0] if hs else 0
 
 
+def _cached_hashes(tokens: list[str]) -> list[int]:
+    """Each raw token's cached hash (0: no word, -1: several words, see :data:`_MULTI`),
+    learning the tokens not seen yet."""
+    cached = list(map(_HCACHE.get, tokens))
+    if None not in cached:
+        return cast("list[int]", cached)  # no None left: every token was cached
+    new = {t for t, h in zip(tokens, cached, strict=True) if h is None}
+    if len(_HCACHE) + len(new) >= _TOKEN_CACHE_MAX:  # bounded; results never depend on it
+        _HCACHE.clear()
+        _MULTI.clear()
+        new = set(tokens)
+    _learn_raw_tokens(new)
+    return list(map(_HCACHE.__getitem__, tokens))
+
+
+def _splice_multi(hs: list[int], tokens: list[str], grew: Callable[[int, int], None] | None = None) -> list[int]:
+    """``hs`` with each -1 (a raw token of several words) replaced by its words' hashes;
+    ``grew(i, n)`` is told that token ``i`` became ``n`` hashes. ``list.index`` scans in C."""
+    if -1 not in hs:
+        return hs
+    out: list[int] = []
+    start = 0
+    while True:
+        try:
+            i = hs.index(-1, start)
+        except ValueError:
+            break
+        out.extend(hs[start:i])
+        extra = _MULTI[tokens[i]]
+        out.extend(extra)
+        if grew is not None:
+            grew(i, len(extra))
+        start = i + 1
+    out.extend(hs[start:])
+    return out
+
+
 def token_hashes(tokens: list[str]) -> np.ndarray:
     """Stem hashes (uint64) of whitespace tokens, in order; stop words and punctuation dropped."""
-    cached = list(map(_HCACHE.get, tokens))
-    if None in cached:
-        new = {t for t, h in zip(tokens, cached, strict=True) if h is None}
-        if len(_HCACHE) + len(new) >= _TOKEN_CACHE_MAX:  # bounded; results never depend on it
-            _HCACHE.clear()
-            _MULTI.clear()
-            new = set(tokens)
-        _learn_raw_tokens(new)
-        hs = list(map(_HCACHE.__getitem__, tokens))
-    else:
-        hs = cast("list[int]", cached)  # no None left: every token was cached
-    if -1 in hs:  # splice in multi-word tokens; list.index scans in C
-        out: list[int] = []
-        start = 0
-        while True:
-            try:
-                i = hs.index(-1, start)
-            except ValueError:
-                break
-            out.extend(hs[start:i])
-            out.extend(_MULTI[tokens[i]])
-            start = i + 1
-        out.extend(hs[start:])
-        hs = out
+    hs = _splice_multi(_cached_hashes(tokens), tokens)
     arr = np.array(hs, dtype=np.uint64)
     nonzero: np.ndarray = arr[arr != 0]
     return nonzero
@@ -161,33 +175,14 @@ def features_batch(
                 del b[body_words:]
             toks.extend(b)
         lens.append(len(toks) - n0)
-    cached = list(map(_HCACHE.get, toks))
-    if None in cached:
-        new = {t for t, h in zip(toks, cached, strict=True) if h is None}
-        if len(_HCACHE) + len(new) >= _TOKEN_CACHE_MAX:
-            _HCACHE.clear()
-            _MULTI.clear()
-            new = set(toks)
-        _learn_raw_tokens(new)
-        hs = list(map(_HCACHE.__getitem__, toks))
-    else:
-        hs = cast("list[int]", cached)  # no None left: every token was cached
+    hs = _cached_hashes(toks)
     if -1 in hs:
         ends = np.cumsum(lens)
-        out: list[int] = []
-        start = 0
-        while True:
-            try:
-                i = hs.index(-1, start)
-            except ValueError:
-                break
-            out.extend(hs[start:i])
-            extra = _MULTI[toks[i]]
-            out.extend(extra)
-            lens[int(np.searchsorted(ends, i, side="right"))] += len(extra) - 1
-            start = i + 1
-        out.extend(hs[start:])
-        hs = out
+
+        def grew(i: int, n: int) -> None:  # the document holding token i has n - 1 more hashes
+            lens[int(np.searchsorted(ends, i, side="right"))] += n - 1
+
+        hs = _splice_multi(hs, toks, grew)
     arr = np.array(hs, dtype=np.uint64)
     rows = np.repeat(np.arange(len(lens)), lens)
     keep = arr != 0
