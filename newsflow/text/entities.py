@@ -80,6 +80,13 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
         if tok == ",":
             close()
             continue
+        if not tok[0].isupper():  # most words: no name (the general case below, taken short)
+            if run:
+                close()
+            initial = False
+            if tok[-1] in ".!?" and not _INITIALS.fullmatch(tok):
+                initial = True
+            continue
         w = (_POSSESSIVE.sub("", tok) if tok[-1] == "s" else tok).strip(".-'’")
         low = w.lower()
         nxt = toks[i + 1] if i + 1 < len(toks) else ""
