@@ -108,3 +108,14 @@ def test_a_story_merged_into_another_leaves_with_merged_into_and_the_other_takes
         assert ("merged_into" in r) == (v is gone)
     tr.merge("sb", "sa")  # already gone: nothing happens
     assert tr.flush() == []
+
+
+def test_publishers_on_a_shared_platform_are_told_apart_by_name() -> None:
+    """Real 24-feed replay: the YouTube channels of CNN, Al Jazeera, ABS-CBN, GMA and Fox News
+    all link to youtube.com; a story they all carry has five publishers, not one."""
+    fams = {publisher_family(p, "https://www.youtube.com/watch?v=b0tXaZq5q-w")
+            for p in ("CNN", "Al Jazeera English", "ABS-CBN News", "GMA News", "Fox News")}
+    assert len(fams) == 5 and "youtube.com" not in fams
+    assert publisher_family("Someone", "https://someone.tumblr.com/post/1") == "someone"
+    assert publisher_family(None, "https://www.youtube.com/watch?v=1") == "youtube.com"  # no name: the domain
+    assert publisher_family("BBC News Home", "https://www.bbc.co.uk/news/1") == "bbc.co.uk"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.feeds.urls import registrable_domain
+from newsflow.feeds.urls import SHARED_PLATFORMS, registrable_domain
 from newsflow.scoring.importance import story_phase
 from newsflow.text.entities import extract_entities
 
@@ -33,15 +33,18 @@ LABEL_WORDS = 10
 
 def publisher_family(publisher: str | None, url: str | None) -> str:
     """A publisher family: the registrable domain of the article's URL ("NYT U.S." and "NYT
-    World" are both ``nytimes.com``), else the publisher name lower-cased."""
+    World" are both ``nytimes.com``), else the publisher name lower-cased; on a shared platform
+    (YouTube, Medium, …: :data:`~newsflow.feeds.urls.SHARED_PLATFORMS`) the name, so that the
+    YouTube channels of CNN and Al Jazeera are two publishers, not one ``youtube.com``."""
+    name = " ".join((publisher or "").lower().split())
     if url and "://" in url:
         try:
             dom = registrable_domain(url)
         except ValueError:
             dom = ""
-        if dom:
+        if dom and not (dom in SHARED_PLATFORMS and name):
             return dom
-    return " ".join((publisher or "").lower().split())
+    return name
 
 
 @dataclass(frozen=True, slots=True)

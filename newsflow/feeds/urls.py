@@ -102,6 +102,17 @@ def _extractor() -> Any:
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
+#: sites that host many publishers: their domain says nothing about who published (a news
+#: channel's videos are all youtube.com links), so the publisher's name must
+SHARED_PLATFORMS = frozenset({
+    "youtube.com", "youtu.be", "vimeo.com", "dailymotion.com", "twitter.com", "x.com", "facebook.com",
+    "instagram.com", "tiktok.com", "threads.net", "linkedin.com", "reddit.com", "medium.com",
+    "substack.com", "tumblr.com", "blogspot.com", "wordpress.com", "feedburner.com",
+    "apple.news", "flipboard.com", "soundcloud.com", "spotify.com",
+    "podbean.com", "libsyn.com", "anchor.fm",
+})
+
+
 def registrable_domain(url_or_host: str) -> str:
     """eTLD+1 of a URL or a host: the one definition used by dedup sharding, the poller's
     per-domain politeness and the registry.
