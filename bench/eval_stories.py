@@ -44,6 +44,27 @@ def load_rows(path: Path, limit: int | None) -> list[dict]:
     return rows
 
 
+def flow_seq_key(rec: dict) -> tuple[str, str]:
+    """Sort key of a flow output record in the order its stories step saw it: the partition
+    merge (``core.alignment.EpochMerge``) releases items by epoch, then offset, then partition;
+    a file replay numbers every archive line, so offset then partition is that order (a plain
+    sort on ``seq`` puts each partition's records after the previous partition's)."""
+    part, _, rest = str(rec["seq"]).partition(":")
+    return rest, part
+
+
+def resolve_merges(story_id: str, merged_into: dict[str, str]) -> str:
+    """The story an article belongs to as the ``stories`` topic has it: its story id followed
+    through the late merges (``merged_into``: merged-away story -> the story it joined)."""
+    seen = {story_id}
+    while story_id in merged_into:
+        story_id = merged_into[story_id]
+        if story_id in seen:  # defensive: a cycle would be a bug upstream
+            break
+        seen.add(story_id)
+    return story_id
+
+
 def parse_sets(sets: list[str], cfg: StoryConfig) -> StoryConfig:
     """``--set name=value`` overrides of a preset's :class:`StoryConfig` fields."""
     types = {f.name: f.type for f in fields(StoryConfig)}

@@ -6,7 +6,7 @@
 ``--articles``: the ``articles`` output of one replay of
 ``../shared/data/real-feeds/headlines-24feeds_2020-05-03_06.feeds.raw.jsonl.gz`` (any story
 configuration: only the layer 1-2 decisions of its records are reused). The records are fed
-to a fresh :class:`StoryAssigner` in ``seq`` order exactly as the flow's stories step does
+to a fresh :class:`StoryAssigner` in the flow's order (``flow_seq_key``) exactly as the flow's stories step does
 (publication-time clock, GUID/URL duplicates keep their original's story), then scored like
 ``shared/tools/score_real_day.py`` (pairwise and B-cubed P/R/F1 over the 959 labelled items).
 The whole-flow figure is ``newsflow demo --input ...`` + ``score_real_day.py``; this script
@@ -28,7 +28,7 @@ GOLD = SHARED / "data/real-feeds/headlines-24feeds_2020-05-06.stories.gold.jsonl
 sys.path.insert(0, str(SHARED / "tools"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from eval_stories import parse_sets
+from eval_stories import flow_seq_key, parse_sets
 from score_real_day import scores
 
 from newsflow.core.timeutil import iso_to_ms
@@ -37,7 +37,7 @@ from newsflow.dedup.stories import PRESETS, StoryAssigner, StoryConfig, StoryInp
 
 def load(path: Path) -> list[dict]:
     recs = [json.loads(line) for line in path.open("rb")]
-    recs.sort(key=lambda r: r["seq"])
+    recs.sort(key=flow_seq_key)
     return recs
 
 
