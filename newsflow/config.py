@@ -264,6 +264,8 @@ class StorySettings(Section):
     story_threshold_decay_dense: float = Field(_S.story_threshold_decay_dense, ge=-1)
     #: late merges of open stories on a redundant stream: centroid cosine (0 = off)
     story_merge_dense: float = Field(_S.story_merge_dense, ge=0, le=1)
+    #: a story is a late-merge candidate when the article reaches this share of its threshold
+    story_merge_reach: float = Field(_S.story_merge_reach, ge=0, le=1)
 
     @model_validator(mode="before")
     @classmethod

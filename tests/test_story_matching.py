@@ -233,3 +233,32 @@ def test_dense_regime_merges_two_fragments_of_one_story() -> None:
             sa._postings_add(list(st.centroid), st.story_id, T0)
         got = sa.assign(f)
         assert got.story_id == "sa" and set(sa.stories) == left
+
+
+def test_dense_regime_merges_a_fragment_the_article_nearly_passes() -> None:
+    """``story_merge_reach``: a story the article does not pass but reaches half its threshold
+    for is still a late-merge candidate (its centroid must agree with the joined story's); it
+    is not joined, and with reach 1 (only passed stories) nothing is merged."""
+    from newsflow.dedup.stories import StoryState, _centroid_cosine, match_story_centroid
+
+    def stories() -> dict[str, StoryState]:
+        a = StoryState("sa", "a", T0, T0, count=1, centroid={"quake": 1.0, "chile": 1.0})
+        b = StoryState("sb", "b", T0, T0, count=1, centroid={"chile": 1.0, "tsunami": 2.0})
+        for st in (a, b):
+            st.norm = sum(w * w for w in st.centroid.values()) ** 0.5
+        return {"sa": a, "sb": b}
+
+    vec = {"quake": 0.8, "chile": 0.1, "other": (1 - 0.65) ** 0.5}
+    post = {"quake": ["sa"], "chile": ["sa", "sb"]}
+    dense = replace(StoryAssigner(TUNED)._dense_config, story_threshold_decay=0.0)
+    st = stories()
+    assert _centroid_cosine(st["sa"], st["sb"]) >= 0.3
+    # cosines: sa 0.9 / sqrt(2) = 0.64 (joined), sb 0.1 / sqrt(5) = 0.045 (< 0.06, >= 0.03)
+    for reach, merge_candidates in ((0.5, {"sa", "sb"}), (1.0, {"sa"})):
+        passing: list[StoryState] = []
+        best, _ = match_story_centroid(vec, post, st, T0, replace(dense, story_merge_reach=reach),
+                                       threshold=0.06, passing=passing)
+        assert best is st["sa"] and {s.story_id for s in passing} == merge_candidates
+    # without a passing list (no merges) the reach changes nothing
+    best, _ = match_story_centroid(vec, post, st, T0, replace(dense, story_merge_reach=0.5), threshold=0.06)
+    assert best is st["sa"]

@@ -179,6 +179,9 @@ class StoryConfig:
     #: into the one it joins (later articles find one story; records already emitted keep
     #: their ids)
     story_merge_dense: float = 0.0
+    #: a story is a late-merge candidate when the article's cosine with it reaches this share
+    #: of its threshold (1: only stories the article passes)
+    story_merge_reach: float = 1.0
     #: weight of the prior (pseudo-articles at redundancy_low) in the redundancy estimate
     redundancy_min_articles: int = 200
     #: the prior is the remembered rate of expired slabs (up to redundancy_min_articles
@@ -823,6 +826,7 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
     min_avg = config.story_min_average
     same_pub = config.same_publisher_factor
     min_spec = config.story_min_specific
+    reach = config.story_merge_reach if passing is not None else 1.0
     for sid, dot in dots.items():
         st = stories[sid]
         if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
@@ -833,6 +837,8 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
                 publisher in st.publishers:
             thr *= same_pub
         if s < thr:
+            if reach < 1.0 and s >= thr * reach:  # near enough to be merged, not to be joined
+                passing.append(st)  # type: ignore[union-attr]
             continue
         if min_avg and dot < min_avg * st.count:
             continue
