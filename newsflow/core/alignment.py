@@ -94,7 +94,17 @@ class EpochMerge:
         frontier = self._frontier
         if frontier <= self.done:
             return []
-        bounds = sorted({b for t in self._ticks.values() for b, _ in t if self.done < b <= frontier})
+        # each source's pending ticks are ascending: only the prefix up to the frontier is read
+        # (a source far ahead may hold thousands more); none is below done (popped on release)
+        done = self.done
+        found: set[int] = set()
+        for ts in self._ticks.values():
+            for b, _ in ts:
+                if b > frontier:
+                    break
+                if b > done:
+                    found.add(b)
+        bounds = sorted(found)
         out: list[Release] = []
         if not bounds:
             return out

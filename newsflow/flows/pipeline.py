@@ -26,7 +26,6 @@ heartbeat envelope (``feed_id="__tick__"``) moves event time on quiet streams.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow, Stream
@@ -116,10 +115,11 @@ def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], 
     def route(kv: tuple[str, DedupOutput]) -> list[tuple[str, DedupOutput]]:
         item = kv[1]
         if isinstance(item, Tick):  # every story shard merges on the ticks of every dedup shard
-            tick = replace(item, source=kv[0])
+            tick = Tick(item.bucket, item.watermark, kv[0])  # (dataclasses.replace: 10x slower)
             return [(k, tick) for k in keys]
         if isinstance(item, HealthReport):  # reliability scores in every shard; one reports it
-            return [(k, item if k == keys[0] else replace(item, report=False)) for k in keys]
+            quiet = HealthReport(item.seq, item.record, False, item.epoch)
+            return [(k, item if k == keys[0] else quiet) for k in keys]
         return [(story_key(item.article, settings), item)]
 
     return route
@@ -330,7 +330,7 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
         if todo:
             feats = featurize_batch([d.article for _, d in todo], self.story_config)
             for (i, d), f in zip(todo, feats, strict=True):
-                out[i] = replace(d, features=f)
+                out[i] = Deduped(d.seq, d.article, d.info, d.epoch, f)
         return out
 
     def snapshot(self) -> Snapshot:
@@ -490,7 +490,9 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
                 metrics.LATE.inc()  # a window it belongs to was already emitted without it
             # analyzed once, kept compact (newsflow.digest.entries), upstream (digest_entry_of)
             # (with profile digests: also the article's profile features, for exact relevance)
-            entry = dict(msg.entry) if msg.entry is not None else digest_entries(
+            # one entry object shared by the digest steps of a process (never modified: assembly
+            # copies what it changes), not a copy per step (57 MB of the 100k UCI replay)
+            entry = msg.entry if msg.entry is not None else digest_entries(
                 [rec], title_weight=self.config.title_weight, body_words=self.config.body_words,
                 profile_terms=bool(self.profile_types))[0]
             self.buckets.setdefault(fetched // HOUR, []).append(entry)
@@ -633,21 +635,20 @@ def _digests_builder(settings: Settings, recovery: bool, profiles: ProfilesConfi
 
 
 def _to_digests(settings: Settings, profiles: ProfilesConfig | None
-                ) -> Callable[[tuple[str, StoryOutput]], tuple[str, FromShard] | None]:
+                ) -> Callable[[list[tuple[str, StoryOutput]]], list[tuple[str, FromShard]]]:
     """Story-shard outputs for the digest steps; an article's digest entry is built here, once,
-    where the story shard runs (not once per digest step)."""
+    where the story shard runs (not once per digest step), for a whole batch of records in one
+    call (the text analysis is vectorized per call: ~2x cheaper than one call per record)."""
     cfg = settings.digests.to_config()
     profile_terms = bool(profiles.with_digests) if profiles is not None else False
 
-    def route(kv: tuple[str, StoryOutput]) -> tuple[str, FromShard] | None:
-        msg = kv[1]
-        if isinstance(msg, StoryUpdate):
-            return None
-        if isinstance(msg, ScoredArticle):
-            entry = digest_entries([msg.record], title_weight=cfg.title_weight, body_words=cfg.body_words,
-                                   profile_terms=profile_terms)[0]
-            msg = ScoredArticle(msg.record, entry)
-        return DIGESTS_KEY, FromShard(kv[0], msg)
+    def route(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, FromShard]]:
+        kept = [(k, m) for k, m in batch if not isinstance(m, StoryUpdate)]
+        arts = [m.record for _, m in kept if isinstance(m, ScoredArticle)]
+        entries = iter(digest_entries(arts, title_weight=cfg.title_weight, body_words=cfg.body_words,
+                                      profile_terms=profile_terms) if arts else ())
+        return [(DIGESTS_KEY, FromShard(k, ScoredArticle(m.record, next(entries)) if isinstance(m, ScoredArticle)
+                                        else m)) for k, m in kept]
 
     return route
 
@@ -655,7 +656,7 @@ def _to_digests(settings: Settings, profiles: ProfilesConfig | None
 def _to_shard(kv: tuple[str, ToShard]) -> tuple[str, ShardInput]:
     item = kv[1].item
     if isinstance(item, Tick):  # a partition's tick names the partition (the merge waits for each)
-        item = replace(item, source=kv[0])
+        item = Tick(item.bucket, item.watermark, kv[0])
     return kv[1].shard, item
 
 
@@ -711,7 +712,7 @@ def newsflow_steps(
                                                    recovery=recovery)
             extra.append(rel_dls)
     articles = op.filter_map("article_outputs", scored, _record_output(settings.kafka.topics.articles, ScoredArticle, "key"))
-    to_digests = op.filter_map("to_digests", scored, _to_digests(settings, profiles))
+    to_digests = op.flat_map_batch("to_digests", scored, _to_digests(settings, profiles))
     if learned is not None:
         to_digests = op.merge("digests_in", to_digests, op.filter_map(
             "profiles_to_digest_key", learned, lambda m: None if isinstance(m, ProfileVersion) else (DIGESTS_KEY, m)))
