@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
@@ -112,6 +113,11 @@ SHARED_PLATFORMS = frozenset({
     "podbean.com", "libsyn.com", "anchor.fm",
 })
 
+#: scheme://netloc followed by / ? # or the end, the netloc plain ASCII without userinfo or
+#: brackets: its host is ``urlsplit(url).hostname`` (before the first ":", lower-cased below);
+#: anything else goes through urlsplit
+_PLAIN_NETLOC = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([A-Za-z0-9._~%!$&'()*+,;=:-]*)(?:[/?#]|\Z)")
+
 
 def registrable_domain(url_or_host: str) -> str:
     """eTLD+1 of a URL or a host: the one definition used by dedup sharding, the poller's
@@ -127,10 +133,14 @@ def registrable_domain(url_or_host: str) -> str:
     """
     host = url_or_host
     if "/" in url_or_host:
-        try:
-            host = urlsplit(url_or_host).hostname or ""
-        except ValueError:
-            return ""
+        m = _PLAIN_NETLOC.match(url_or_host)
+        if m is not None:  # what urlsplit(...).hostname gives for a plain URL, ~10x cheaper
+            host = m.group(1).partition(":")[0]
+        else:
+            try:
+                host = urlsplit(url_or_host).hostname or ""
+            except ValueError:
+                return ""
     host = host.lower().rstrip(".")
     return _host_domain(host) if host else ""
 
