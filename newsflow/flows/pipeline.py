@@ -118,6 +118,8 @@ def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], 
             tick = Tick(item.bucket, item.watermark, kv[0])  # (dataclasses.replace: 10x slower)
             return [(k, tick) for k in keys]
         if isinstance(item, HealthReport):  # reliability scores in every shard; one reports it
+            if item.record.get("reliability") is None:  # a copy would change nothing elsewhere
+                return [(keys[0], item)]
             quiet = HealthReport(item.seq, item.record, False, item.epoch)
             return [(k, item if k == keys[0] else quiet) for k in keys]
         return [(story_key(item.article, settings), item)]
@@ -647,10 +649,20 @@ def _to_digests(settings: Settings, profiles: ProfilesConfig | None
         arts = [m.record for _, m in kept if isinstance(m, ScoredArticle)]
         entries = iter(digest_entries(arts, title_weight=cfg.title_weight, body_words=cfg.body_words,
                                       profile_terms=profile_terms) if arts else ())
-        return [(DIGESTS_KEY, FromShard(k, ScoredArticle(m.record, next(entries)) if isinstance(m, ScoredArticle)
-                                        else m)) for k, m in kept]
+        return [(DIGESTS_KEY, FromShard(k, ScoredArticle(_digest_view(m.record), next(entries))
+                                        if isinstance(m, ScoredArticle) else m)) for k, m in kept]
 
     return route
+
+
+#: what a digest step reads of an article record besides its entry (event time, story coverage)
+_DIGEST_RECORD_FIELDS = ("story_id", "fetched_at", "publisher", "feed_id", "tier", "seen_in")
+
+
+def _digest_view(rec: JsonRecord) -> JsonRecord:
+    """The record fields a digest step reads beside the entry: the 5 digest steps may run in
+    other processes, where each gets its own pickled copy (not the body text ×5)."""
+    return {k: rec[k] for k in _DIGEST_RECORD_FIELDS if k in rec}
 
 
 def _to_shard(kv: tuple[str, ToShard]) -> tuple[str, ShardInput]:
