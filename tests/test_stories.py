@@ -249,3 +249,38 @@ def test_pickled_assigner_resumes_identically() -> None:
     assert rest_a == rest_b
     whole, _ = run(TUNED, UCI_LIKE)
     assert first + rest_a == whole
+
+
+def test_band_index_one_entry_buckets_read_like_lists() -> None:
+    """A bucket holding one entry is stored as the entry itself; lookups (with and without the
+    window cut), the unique flag, the cap, counts, expiry and snapshots read it as a list of one."""
+    import random
+
+    rnd = random.Random(5)
+    idx = BandIndex(window_ms=72 * HOUR_MS, slab_ms=12 * HOUR_MS, max_bucket=3)
+    ref: dict[tuple[int, int], list[tuple[str, int]]] = {}  # (slab, key) -> entries, as lists
+    for n in range(3000):
+        t = T0 + rnd.randrange(0, 100 * HOUR_MS)
+        keys = [rnd.randrange(40) for _ in range(rnd.randint(1, 4))]
+        r, unique = f"r{rnd.randrange(500)}", rnd.random() < 0.5
+        idx.insert(keys, r, t, unique)
+        for k in keys:
+            lst = ref.setdefault((t // idx.slab_ms, k), [])
+            if unique and any(e[0] == r for e in lst):
+                continue
+            lst.append((r, t))
+            del lst[:-3]
+        if n % 97 == 0:
+            q, now = [rnd.randrange(40) for _ in range(3)], T0 + rnd.randrange(0, 100 * HOUR_MS)
+            since = now - idx.window_ms
+            want = sorted(e for (s, k), v in ref.items() for e in v if k in q and e[1] >= since
+                          and s >= since // idx.slab_ms)
+            want_all = sorted(e for (s, k), v in ref.items() for e in v if k in q)
+            assert sorted(idx.lookup(q, now)) == want
+            assert sorted(idx.lookup(q)) == want_all
+    assert len(idx) == sum(len(v) for v in ref.values())
+    snap = idx.snapshot()
+    assert all(isinstance(v, tuple) and all(isinstance(e, tuple) for e in v) for _, items in snap[3] for _, v in items)
+    back = BandIndex.restore(pickle.loads(pickle.dumps(snap)))
+    assert back.snapshot() == snap and len(back) == len(idx)
+    assert idx.expire(T0 + 200 * HOUR_MS) == sum(len(v) for v in ref.values()) and len(idx) == 0

@@ -119,3 +119,37 @@ def test_publishers_on_a_shared_platform_are_told_apart_by_name() -> None:
     assert publisher_family("Someone", "https://someone.tumblr.com/post/1") == "someone"
     assert publisher_family(None, "https://www.youtube.com/watch?v=1") == "youtube.com"  # no name: the domain
     assert publisher_family("BBC News Home", "https://www.bbc.co.uk/news/1") == "bbc.co.uk"
+
+
+def test_story_entity_equals_the_grams_by_publisher_definition() -> None:
+    """The memoized grams and the joined-names test give what the definition says: the 1-3 word
+    runs of each title's entities, counted once per title unless inside a publisher name."""
+    import random
+
+    from newsflow.text.entities import extract_entities
+
+    def reference(titles: list[str], skip: set[str]) -> str | None:
+        counts: dict[str, int] = {}
+        for t in titles:
+            grams: dict[str, None] = {}
+            for phrase in extract_entities(t):
+                w = phrase.split()
+                for n in (3, 2, 1):
+                    for i in range(len(w) - n + 1):
+                        grams[" ".join(w[i:i + n])] = None
+            for g in grams:
+                if not any(g in p for p in skip):
+                    counts[g] = counts.get(g, 0) + 1
+        best = sorted(counts.items(), key=lambda kv: (-kv[1], -len(kv[0].split())))
+        if not best or best[0][1] < 2:
+            return None
+        key = best[0][0]
+        return next((t[t.lower().find(key):t.lower().find(key) + len(key)] for t in titles if key in t.lower()), key)
+
+    rnd = random.Random(3)
+    words = ["Obama", "Merkel", "Berlin", "New", "York", "Times", "Apple", "Daily", "Herald", "says", "the", "in",
+             "Fed", "rates", "ABS-CBN", "NTC", "Google", "Android"]
+    for _ in range(400):
+        titles = [" ".join(rnd.choice(words) for _ in range(rnd.randint(2, 9))) for _ in range(rnd.randint(1, 6))]
+        skip = {" ".join(rnd.choice(words) for _ in range(rnd.randint(1, 3))).lower() for _ in range(rnd.randint(0, 4))}
+        assert story_entity(titles, skip) == reference(titles, skip), (titles, skip)

@@ -37,3 +37,37 @@ def test_relative_url_resolved_against_feed_url() -> None:
 def test_registrable_domain_groups_subdomains() -> None:
     assert registrable_domain("https://a.b.tumblr.com/x") == "tumblr.com"
     assert registrable_domain("news.bbc.co.uk") == "bbc.co.uk"
+
+
+def _domain_via_urlsplit(url: str) -> str:
+    """The definition the fast path must equal: urlsplit's hostname, then the same eTLD+1."""
+    from urllib.parse import urlsplit
+
+    from newsflow.feeds.urls import _host_domain
+
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+    host = host.lower().rstrip(".")
+    return _host_domain(host) if host else ""
+
+
+def test_registrable_domain_fast_path_equals_urlsplit() -> None:
+    """Plain URLs skip urlsplit (a regex takes the host); userinfo, ports, brackets, spaces,
+    control and non-ASCII characters, odd schemes and random junk must give urlsplit's answer."""
+    import random
+
+    edge = ["http://a.b.com", "https://WWW.Ex.co.uk:8080/x?y#z", "http://u:p@h.com/", "http://h.com:80@evil.com/",
+            "http://[::1]/x", " http://x.com/", "http://x.com\t/", "http://ex.com?q", "http://ex.com#f", "http://ex.com:",
+            "http://:80/", "http:///x", "ftp://h.org/p", "http://bücher.ch/", "//h.com/x", "a/b", "http:/x.com/",
+            "http://x.com./", "HTTP://X.COM/", "http://ex.com:abc/", "http://a%41.com/", "http://ex.com\\evil.com/",
+            "http://ex.com;x/", "mailto:foo/bar", "http://h.com/\n", "http://h.com /", "1http://h.com/"]
+    rnd = random.Random(7)
+    alphabet = "ab.:@/[]?#%-xC1 \t\n\u00e9\\;"
+    junk = [rnd.choice(["http://", "https://", "h://", "", "HTTP://", "//"])
+            + "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 12))) + rnd.choice(["", "/p", "?q"])
+            for _ in range(20_000)]
+    for url in edge + junk:
+        if "/" in url:
+            assert registrable_domain(url) == _domain_via_urlsplit(url), url
