@@ -1,8 +1,9 @@
 """Step 6: one event-time window's records -> a ``digests.v1`` dict (pure).
 
 :func:`assemble_digest`: importance >= 15; topics by DBSCAN (cosine, eps 0.4) or Ward
-(:mod:`newsflow.clustering.window`); labels "[Entity]: top terms"; lead = closest to the
-centroid, then importance, then tier; trends vs the previous window (EMERGING / TRENDING /
+(:mod:`newsflow.clustering.window`); labels = the lead headline, after "[Entity]: " when it
+does not name the story's entity (``entity`` and top ``terms`` as fields); lead = closest to
+the centroid, then importance, then tier; trends vs the previous window (EMERGING / TRENDING /
 FADING); Top Stories (>= 70), Noteworthy (40-69), Also Mentioned (15-39), Feed Health Report;
 sizing limits per type; extractive summaries; the Step 6 self-checks (re-rank, re-label, trim).
 
