@@ -722,3 +722,26 @@ def test_summaries_leave_out_links_hashtags_and_calls_to_action():
     junk = ("To watch TV Patrol videos, click the links below: http://bit.ly/TVPatrol2019 To watch more "
             "breaking news, click the links below: https://www.youtube.com/x #ABSCBNNews")
     assert extractive_summary({"title": "ABS-CBN goes off air", "body_text": junk}) == "ABS-CBN goes off air"
+
+
+def test_digests_follow_late_story_merges_as_of_the_window_end():
+    """A story merged into another (dense stream, ``stories`` topic ``merged_into``) is one
+    digest item with the other in windows that end after the merge, with both stories'
+    publishers; windows that ended before it keep two."""
+    from newsflow.digest.coverage import StoryCoverage
+
+    a = [rec("apple", i, 80, pub=i, story="s-a") for i in range(2)]
+    b = [rec("ukraine", i, 78, pub=i + 2, story="s-b") for i in range(2)]
+    recs = a + b
+    cov = StoryCoverage().extend(recs)
+    before = _all_items(assemble_digest(cov.aliased(recs, WIN.end_ms), WIN, coverage=cov))
+    assert len(before) == 2
+    cov.merge("s-b", "s-a", WIN.end_ms)  # at the end: not before it, nothing changes yet
+    assert cov.aliased(recs, WIN.end_ms) is recs or cov.aliased(recs, WIN.end_ms) == recs
+    cov.merge("s-b", "s-a", WIN.start_ms + 1)
+    merged = cov.aliased(recs, WIN.end_ms)
+    assert {r["story_id"] for r in merged} == {"s-a"} and {r["story_id"] for r in recs} == {"s-a", "s-b"}
+    [item] = _all_items(assemble_digest(merged, WIN, coverage=cov))
+    assert item["story_ids"] == ["s-a"] and item["size"] == 4
+    assert cov.as_of("s-a", WIN.end_ms)[0] == sorted({r["publisher"] for r in recs})
+    assert cov.as_of("s-a", WIN.start_ms)[0] == []  # nobody carried either before the window

@@ -46,6 +46,39 @@ class StoryCoverage:
     stories: dict[str, _Story] = field(default_factory=dict)
     #: feed -> [(time, reliability)] in time order (the latest before each window end counts)
     reliability: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    #: late merges: story -> [(time, merged-away story)] (its coverage counts from that time)
+    merged: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    #: merged-away story -> (time, story it joined): built from ``merged`` when first asked
+    _into: dict[str, tuple[int, str]] | None = field(default=None, repr=False, compare=False)
+
+    def __setstate__(self, state: Any) -> None:  # snapshots from before late merges lack them
+        for k, v in (state[1] if isinstance(state, tuple) else state).items():
+            object.__setattr__(self, k, v)
+        for k, default in (("merged", {}), ("_into", None)):
+            try:
+                getattr(self, k)
+            except AttributeError:
+                object.__setattr__(self, k, default)
+
+    def merge(self, gone: str, into: str, at_ms: int) -> None:
+        """Story ``gone`` joined ``into`` at ``at_ms``: as of any later time, ``into``'s
+        publishers and tiers include ``gone``'s (each from when it carried ``gone``, at the
+        earliest ``at_ms``)."""
+        if gone != into:
+            self.merged.setdefault(into, []).append((at_ms, gone))
+            self._into = None
+
+    def alias(self, story_id: str, end_ms: int) -> str:
+        """The story that ``story_id``'s articles belong to as of ``end_ms`` (merges before it,
+        followed through chains)."""
+        seen = {story_id}
+        cur = story_id
+        while True:
+            nxt = self._into_before(cur, end_ms)
+            if nxt is None or nxt in seen:
+                return cur
+            seen.add(nxt)
+            cur = nxt
 
     def add(self, rec: Mapping[str, Any]) -> None:
         """One ``articles`` record (any disposition: a syndicated copy is coverage too, and
@@ -85,12 +118,24 @@ class StoryCoverage:
         return self
 
     def as_of(self, story_id: Any, end_ms: int) -> tuple[list[str], list[str]]:
-        """(publishers, tiers) of a story that had carried it before ``end_ms``, sorted."""
-        st = self.stories.get(story_id) if story_id else None
-        if st is None:
+        """(publishers, tiers) of a story that had carried it before ``end_ms``, sorted; with
+        the stories merged into it before then."""
+        if not story_id:
             return [], []
-        return (sorted(p for p, t in st.publishers.items() if t < end_ms),
-                sorted(x for x, t in st.tiers.items() if t < end_ms))
+        pubs: set[str] = set()
+        tiers: set[str] = set()
+        todo, seen = [(story_id, -(1 << 62))], {story_id}
+        while todo:
+            sid, since = todo.pop()
+            st = self.stories.get(sid)
+            if st is not None:
+                pubs.update(p for p, t in st.publishers.items() if max(t, since) < end_ms)
+                tiers.update(x for x, t in st.tiers.items() if max(t, since) < end_ms)
+            for at, gone in self.merged.get(sid, ()):
+                if at < end_ms and gone not in seen:
+                    seen.add(gone)
+                    todo.append((gone, max(at, since)))
+        return sorted(pubs), sorted(tiers)
 
     def reliability_of(self, feed_id: Any, end_ms: int) -> float | None:
         """The feed's latest reliability reported before ``end_ms`` (None: never reported)."""
@@ -101,11 +146,34 @@ class StoryCoverage:
             best = r
         return best
 
+    def aliased(self, records: list[dict[str, Any]], end_ms: int) -> list[dict[str, Any]]:
+        """The records with each story id followed through the merges before ``end_ms`` (a
+        changed record is a copy: digest entries are shared and never modified)."""
+        if not self.merged:
+            return records
+        out: list[dict[str, Any]] = []
+        for r in records:
+            sid = r.get("story_id")
+            to = self.alias(sid, end_ms) if sid else sid
+            out.append(r if to == sid else {**r, "story_id": to})
+        return out
+
+    def _into_before(self, story_id: str, end_ms: int) -> str | None:
+        into = self._into.get(story_id) if self._into is not None else None
+        if into is None and self._into is None:
+            self._into = {g: (at, i) for i, lst in self.merged.items() for at, g in lst}
+            into = self._into.get(story_id)
+        return into[1] if into is not None and into[0] < end_ms else None
+
     def expire(self, horizon_ms: int) -> int:
         """Drop stories last carried before ``horizon_ms`` (event time); returns how many."""
         dead = [k for k, st in self.stories.items() if st.last_ms < horizon_ms]
         for k in dead:
             del self.stories[k]
+        for k in [k for k, lst in self.merged.items() if all(at < horizon_ms for at, _ in lst)
+                  and k not in self.stories]:
+            del self.merged[k]
+        self._into = None
         for hist in self.reliability.values():  # keep the last value before the horizon
             old = sum(1 for t, _ in hist if t < horizon_ms)
             if old > 1:

@@ -66,6 +66,7 @@ from newsflow.model.messages import (
     ScoredArticle,
     ShardInput,
     ShardWatermark,
+    StoryMerge,
     StoryOutput,
     StoryUpdate,
     Tick,
@@ -398,8 +399,12 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 metrics.ARTICLES.labels(rec["disposition"]).inc()
                 out.append(ScoredArticle(rec))
                 self.tracker.observe(rec)
-        for gone, into in self.assigner.take_merges():  # late merges: the stories topic says so
-            self.tracker.merge(gone, into)
+        merges = self.assigner.take_merges()
+        if merges:  # late merges: the stories topic says so, and the digests follow them
+            at = max(iso_to_ms(r["fetched_at"]) for r, _ in recs)
+            for gone, into in merges:
+                self.tracker.merge(gone, into)
+                out.append(StoryMerge(gone, into, at))
         # the stories that changed in this batch (one record each) and those that expired
         out.extend(StoryUpdate(story_record(v)) for v in self.tracker.flush())
         if len(self.tiers) > 2 * len(self.assigner.stories) + 1024:  # follow the assigner's expiry
@@ -505,6 +510,9 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
             self.health.setdefault(iso_to_ms(h["at"]) // HOUR, []).append(h)
             self.coverage.add_health(h)
             return (), StatefulLogic.RETAIN
+        if isinstance(msg, StoryMerge):  # windows ending after it see one story
+            self.coverage.merge(msg.gone, msg.into, msg.at_ms)
+            return (), StatefulLogic.RETAIN
         if msg.watermark > self.source_wm.get(value.shard, -1):
             self.source_wm[value.shard] = msg.watermark
         if len(self.source_wm) < self.s.stories.shards:
@@ -584,6 +592,7 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
         recs = self._in(self.buckets, w.start_ms, w.end_ms)
         if skip_empty and not recs:
             return None
+        recs = self.coverage.aliased(recs, w.end_ms)  # a story merged before the end is the one it joined
         memory = w.digest_type
         if profile is not None:  # this profile's relevance ranks its digest
             ip = interest_profile(dict(profile.weights))

@@ -62,6 +62,7 @@ from newsflow.model.messages import (
     ProfileVersion,
     ScoredArticle,
     ShardWatermark,
+    StoryMerge,
     StoryOutput,
 )
 from newsflow.profiles.config import DEFAULT_PROFILE, ProfilesConfig, ProfileSpec
@@ -306,7 +307,7 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
 
 # ---------------------------------------------------------------- live relevance per story shard
 STEP_RELEVANCE = "relevance"
-RelevanceInput = ScoredArticle | HealthReport | ShardWatermark | ProfileVersion | ProfileClock
+RelevanceInput = ScoredArticle | HealthReport | ShardWatermark | StoryMerge | ProfileVersion | ProfileClock
 
 
 class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput | Output, Snapshot]):
@@ -476,7 +477,7 @@ def live_relevance_steps(storied: Stream[tuple[str, object]], learned: Stream[Pr
         return []
 
     def shard_items(kv: tuple[str, object]) -> tuple[str, RelevanceInput] | None:
-        return (kv[0], kv[1]) if isinstance(kv[1], ScoredArticle | HealthReport | ShardWatermark) else None
+        return (kv[0], kv[1]) if isinstance(kv[1], ScoredArticle | HealthReport | ShardWatermark | StoryMerge) else None
 
     rel_in = op.merge("relevance_in", op.filter_map("shards_to_relevance", storied, shard_items),
                       op.flat_map("default_profile_to_shards", learned, broadcast))

@@ -107,6 +107,17 @@ class StoryUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class StoryMerge:
+    """A late merge (dense regime): story ``gone`` joined story ``into``; ``at_ms`` is the event
+    (fetch) time by which the story shard knew it. The digests treat ``gone``'s articles as
+    ``into``'s in the windows that end after ``at_ms`` (the ``stories`` topic's ``merged_into``)."""
+
+    gone: str
+    into: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class ShardWatermark:
     """A story shard released everything up to ``watermark``."""
 
@@ -118,13 +129,13 @@ class FromShard:
     """A story shard's output with the shard's key, for the single-key digests step."""
 
     shard: str
-    message: ScoredArticle | HealthReport | ShardWatermark
+    message: ScoredArticle | HealthReport | ShardWatermark | StoryMerge
 
 
 #: what a dedup shard receives / emits, what a story shard emits
 ShardInput = ParsedArticle | HealthReport | Tick
 DedupOutput = Deduped | HealthReport | Tick
-StoryOutput = ScoredArticle | HealthReport | ShardWatermark | StoryUpdate
+StoryOutput = ScoredArticle | HealthReport | ShardWatermark | StoryUpdate | StoryMerge
 ParseOutput = Output | ToShard
 
 
