@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from newsflow.core.timeutil import ms_to_iso
-from newsflow.dedup.story_state import StoryTracker, publisher_family, story_entity
+from newsflow.dedup.story_state import MemberRecords, StoryTracker, publisher_family, story_entity
 from newsflow.wire.codec import story_record
 from newsflow.wire.contracts import validate
 
@@ -108,6 +108,28 @@ def test_a_story_merged_into_another_leaves_with_merged_into_and_the_other_takes
         assert ("merged_into" in r) == (v is gone)
     tr.merge("sb", "sa")  # already gone: nothing happens
     assert tr.flush() == []
+
+
+def test_a_late_merge_gives_back_the_merged_away_storys_records_under_the_story_it_joined() -> None:
+    """The ``articles`` topic is compacted by key: after a merge its latest record of each
+    member of the merged-away story must name the story it joined (chains followed)."""
+    mr = MemberRecords()
+    a1, b1, c1 = (dict(rec(a, s, T0), key=a) for a, s in (("a1", "sa"), ("b1", "sb"), ("c1", "sc")))
+    b1r = dict(rec("b1", "sb", T0 + H, title="Revised"), key="b1")  # the same key again: replaces
+    b2 = dict(rec("b2", "sb", T0 + 2 * H), key="b2#r1")
+    for r in (a1, b1, c1, b1r, b2):
+        mr.add(r)
+    moved = mr.merge("sb", "sa")
+    assert [(r["key"], r["story_id"], r["title"]) for r in moved] == [
+        ("b1", "sa", "Revised"), ("b2#r1", "sa", "A title")]
+    assert {k: v for k, v in moved[1].items() if k != "story_id"} == {k: v for k, v in b2.items() if k != "story_id"}
+    assert mr.merge("sb", "sa") == []  # already merged: nothing twice
+    moved = mr.merge("sa", "sc")  # a chain: sa now holds b1 and b2 too
+    assert [(r["key"], r["story_id"]) for r in moved] == [("a1", "sc"), ("b1", "sc"), ("b2#r1", "sc")]
+    assert mr.merge("sc", "sc") == [] and len(mr) == 1  # a story never merges into itself
+    mr.add(dict(rec("d1", "sd", T0), key="d1"))
+    assert mr.keep({"sd"}) == 1 and list(mr.by_story) == ["sd"]
+    assert pickle.loads(pickle.dumps(mr)).by_story == mr.by_story  # part of the shard's snapshot
 
 
 def test_publishers_on_a_shared_platform_are_told_apart_by_name() -> None:

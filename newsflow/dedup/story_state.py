@@ -8,21 +8,26 @@ Event time only: the tracker's clock is the latest publication time it has seen 
 clock of :class:`~newsflow.dedup.stories.StoryAssigner`); a story expires ``window_ms``
 after its last member, as the assigner's story state does. Deterministic: views come out in
 story-id order, so a replay gives the same records for any number of workers.
+
+:class:`MemberRecords` keeps the ``articles`` records of the live stories, so that a late merge
+emits them again (same keys) under the story they joined.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
+
+import orjson
 
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.urls import SHARED_PLATFORMS, registrable_domain
 from newsflow.scoring.importance import story_phase
 from newsflow.text.entities import extract_entities
 
-__all__ = ["StoryLead", "StoryTracker", "StoryView", "publisher_family", "story_entity"]
+__all__ = ["MemberRecords", "StoryLead", "StoryTracker", "StoryView", "publisher_family", "story_entity"]
 
 HOUR_MS = 3_600_000
 #: member ids kept in a story view (the count is always exact)
@@ -249,3 +254,46 @@ class StoryTracker:
 
     def __len__(self) -> int:
         return len(self.stories)
+
+
+class MemberRecords:
+    """Story id -> the ``articles`` records emitted for it while it lives (compact JSON bytes,
+    one per record key, in emission order), so that a late merge can emit them again under the
+    story they joined: the ``articles`` topic is compacted by ``key``, so its latest record of
+    every article then names the article's current story (a merge is not only in ``stories``).
+
+    Pure and keyed like the story shard; entries leave with their story (:meth:`keep`)."""
+
+    def __init__(self) -> None:
+        self.by_story: dict[str, dict[str, bytes]] = {}
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        """One emitted record (any disposition); a re-emit of the same key replaces it."""
+        self.by_story.setdefault(rec["story_id"], {})[rec["key"]] = orjson.dumps(rec)
+
+    def merge(self, gone: str, into: str) -> list[dict[str, Any]]:
+        """Story ``gone`` joined ``into``: its records, each with ``story_id`` = ``into``, in the
+        order they were first emitted (they now count as ``into``'s members)."""
+        if gone == into:
+            return []
+        recs = self.by_story.pop(gone, None)
+        if not recs:
+            return []
+        dst = self.by_story.setdefault(into, {})
+        out: list[dict[str, Any]] = []
+        for key, raw in recs.items():
+            r = orjson.loads(raw)
+            r["story_id"] = into
+            dst[key] = orjson.dumps(r)
+            out.append(r)
+        return out
+
+    def keep(self, live: Container[str]) -> int:
+        """Forget the stories not in ``live`` (expired or merged away); returns how many."""
+        dead = [sid for sid in self.by_story if sid not in live]
+        for sid in dead:
+            del self.by_story[sid]
+        return len(dead)
+
+    def __len__(self) -> int:
+        return len(self.by_story)

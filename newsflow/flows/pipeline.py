@@ -42,7 +42,7 @@ from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.exact import DedupShard, dedup_shard_key
 from newsflow.dedup.stories import StoryAssigner, StoryFeatures, featurize_batch
-from newsflow.dedup.story_state import StoryTracker
+from newsflow.dedup.story_state import MemberRecords, StoryTracker
 from newsflow.digest.assemble import assemble_digest, digest_memory
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import digest_entries
@@ -57,6 +57,7 @@ from newsflow.model.messages import (
     FromShard,
     HealthReport,
     JsonRecord,
+    MergedArticle,
     Output,
     ParsedArticle,
     ParseOutput,
@@ -357,6 +358,8 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         self.reliability: dict[str, float] = st.get("reliability", {})
         self.tiers: dict[str, set[str]] = st.get("tiers", {})
         self.tracker: StoryTracker = st["tracker"] if "tracker" in st else StoryTracker(self.assigner.config.window_ms)
+        #: the live stories' emitted records (a late merge emits them again; older snapshots lack it)
+        self.members: MemberRecords = st["members"] if "members" in st else MemberRecords()
 
     def on_item(self, value: DedupOutput) -> tuple[Iterable[StoryOutput], bool]:
         if isinstance(value, Tick):
@@ -399,16 +402,21 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 metrics.ARTICLES.labels(rec["disposition"]).inc()
                 out.append(ScoredArticle(rec))
                 self.tracker.observe(rec)
+                self.members.add(rec)
         merges = self.assigner.take_merges()
-        if merges:  # late merges: the stories topic says so, and the digests follow them
+        if merges:  # late merges: the stories topic says so, the digests follow them, and the
+            # merged-away story's articles records are emitted again (same keys) under the new id
             at = max(iso_to_ms(r["fetched_at"]) for r, _ in recs)
             for gone, into in merges:
                 self.tracker.merge(gone, into)
                 out.append(StoryMerge(gone, into, at))
+                out.extend(MergedArticle(r) for r in self.members.merge(gone, into))
         # the stories that changed in this batch (one record each) and those that expired
         out.extend(StoryUpdate(story_record(v)) for v in self.tracker.flush())
         if len(self.tiers) > 2 * len(self.assigner.stories) + 1024:  # follow the assigner's expiry
             self.tiers = {k: v for k, v in self.tiers.items() if k in self.assigner.stories}
+        if len(self.members) > 2 * len(self.assigner.stories) + 1024:
+            self.members.keep(self.assigner.stories)
         return out
 
     def _story(self, x: Deduped, f: StoryFeatures) -> JsonRecord:
@@ -438,6 +446,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         return make_snapshot(STEP_STORIES, {
             "merge": self.merge, "assigner": self.assigner, "topics": self.topics,
             "reliability": self.reliability, "tiers": self.tiers, "tracker": self.tracker,
+            "members": self.members,
         }, freeze=self.recovery)
 
 
@@ -654,7 +663,7 @@ def _to_digests(settings: Settings, profiles: ProfilesConfig | None
     profile_terms = bool(profiles.with_digests) if profiles is not None else False
 
     def route(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, FromShard]]:
-        kept = [(k, m) for k, m in batch if not isinstance(m, StoryUpdate)]
+        kept = [(k, m) for k, m in batch if not isinstance(m, StoryUpdate | MergedArticle)]
         arts = [m.record for _, m in kept if isinstance(m, ScoredArticle)]
         entries = iter(digest_entries(arts, title_weight=cfg.title_weight, body_words=cfg.body_words,
                                       profile_terms=profile_terms) if arts else ())
@@ -681,10 +690,12 @@ def _to_shard(kv: tuple[str, ToShard]) -> tuple[str, ShardInput]:
     return kv[1].shard, item
 
 
-def _record_output(topic: str, kind: type[ScoredArticle | StoryUpdate], key_field: str
+def _record_output(topic: str, kind: type[ScoredArticle | MergedArticle | StoryUpdate]
+                   | tuple[type[ScoredArticle | MergedArticle | StoryUpdate], ...], key_field: str
                    ) -> Callable[[tuple[str, StoryOutput]], Output | None]:
     """The story shards' records of one ``kind`` as :class:`Output` for ``topic``, keyed by the
-    record's ``key_field`` (articles: ``key``, stories: ``story_id``)."""
+    record's ``key_field`` (articles: ``key``, also when emitted again after a merge; stories:
+    ``story_id``)."""
     def select(kv: tuple[str, StoryOutput]) -> Output | None:
         msg = kv[1]
         if not isinstance(msg, kind):
@@ -732,7 +743,7 @@ def newsflow_steps(
             rel_dls, scored = live_relevance_steps(storied, learned, settings, profiles, story_keys(settings),
                                                    recovery=recovery)
             extra.append(rel_dls)
-    articles = op.filter_map("article_outputs", scored, _record_output(settings.kafka.topics.articles, ScoredArticle, "key"))
+    articles = op.filter_map("article_outputs", scored, _record_output(settings.kafka.topics.articles, (ScoredArticle, MergedArticle), "key"))
     to_digests = op.flat_map_batch("to_digests", scored, _to_digests(settings, profiles))
     if learned is not None:
         to_digests = op.merge("digests_in", to_digests, op.filter_map(

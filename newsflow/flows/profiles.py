@@ -54,6 +54,7 @@ from newsflow.model.messages import (
     HealthReport,
     Interaction,
     InteractionClock,
+    MergedArticle,
     Output,
     ProfileAt,
     ProfileClock,
@@ -307,7 +308,8 @@ class ProfileLogic(StatefulLogic[tuple[str, ProfileInput], ProfileOutput, Snapsh
 
 # ---------------------------------------------------------------- live relevance per story shard
 STEP_RELEVANCE = "relevance"
-RelevanceInput = ScoredArticle | HealthReport | ShardWatermark | StoryMerge | ProfileVersion | ProfileClock
+RelevanceInput = (ScoredArticle | MergedArticle | HealthReport | ShardWatermark | StoryMerge | ProfileVersion
+                  | ProfileClock)
 
 
 class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput | Output, Snapshot]):
@@ -363,12 +365,12 @@ class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput | Output, Snapsho
         n = 0
         out: list[StoryOutput | Output] = []
         for msg in self.queue:
-            if isinstance(msg, ScoredArticle):
+            if isinstance(msg, ScoredArticle | MergedArticle):  # (emitted again: the same relevance)
                 t = iso_to_ms(msg.record["fetched_at"]) - self.lag
                 if not final and (self.clock is None or self.clock < t):
                     break
                 try:  # an article that cannot be scored must not stall the shard behind it
-                    out.append(ScoredArticle(dict(with_relevance(msg.record, self._profile(t)))))
+                    out.append(type(msg)(dict(with_relevance(msg.record, self._profile(t)))))
                 except Exception as e:
                     out.append(internal_error(STEP_RELEVANCE, self.topic, e, msg, self.max_original))
             else:
@@ -477,7 +479,9 @@ def live_relevance_steps(storied: Stream[tuple[str, object]], learned: Stream[Pr
         return []
 
     def shard_items(kv: tuple[str, object]) -> tuple[str, RelevanceInput] | None:
-        return (kv[0], kv[1]) if isinstance(kv[1], ScoredArticle | HealthReport | ShardWatermark | StoryMerge) else None
+        msg = kv[1]
+        ok = isinstance(msg, ScoredArticle | MergedArticle | HealthReport | ShardWatermark | StoryMerge)
+        return (kv[0], msg) if ok else None  # type: ignore[return-value]
 
     rel_in = op.merge("relevance_in", op.filter_map("shards_to_relevance", storied, shard_items),
                       op.flat_map("default_profile_to_shards", learned, broadcast))

@@ -100,6 +100,16 @@ class ScoredArticle:
 
 
 @dataclass(frozen=True, slots=True)
+class MergedArticle:
+    """An ``articles`` record emitted again, same ``key``, because its story merged into another
+    (``story_id`` is now the story it joined): the compacted ``articles`` topic keeps this one.
+    Only the ``articles`` output takes it: the digests follow the merge through
+    :class:`StoryMerge`, and nothing learns from an article twice."""
+
+    record: JsonRecord
+
+
+@dataclass(frozen=True, slots=True)
 class StoryUpdate:
     """A ``stories`` record: the current state of one story (changed or expired)."""
 
@@ -135,7 +145,7 @@ class FromShard:
 #: what a dedup shard receives / emits, what a story shard emits
 ShardInput = ParsedArticle | HealthReport | Tick
 DedupOutput = Deduped | HealthReport | Tick
-StoryOutput = ScoredArticle | HealthReport | ShardWatermark | StoryUpdate | StoryMerge
+StoryOutput = ScoredArticle | MergedArticle | HealthReport | ShardWatermark | StoryUpdate | StoryMerge
 ParseOutput = Output | ToShard
 
 
