@@ -236,6 +236,31 @@ def test_dense_regime_merges_two_fragments_of_one_story() -> None:
         assert got.story_id == "sa" and set(sa.stories) == left
 
 
+def test_a_copy_of_a_merged_away_storys_member_joins_the_story_it_merged_into() -> None:
+    """A revision or exact duplicate keeps its article's story; when that story was merged
+    away meanwhile, it is the story it joined (UCI: 82 articles went to a resurrected
+    merged-away story, which the stories topic had already closed with ``merged_into``)."""
+    from newsflow.dedup.stories import StoryState
+
+    sa = StoryAssigner(TUNED)
+    f1, f2 = featurize_batch([StoryInput("a1", "Chile quake toll rises", None, "p", T0),
+                              StoryInput("b1", "Tsunami warning after Chile quake", None, "q", T0 + 1)], TUNED)
+    sid_a = sa.assign(f1).story_id
+    sid_b = sa.assign(f2).story_id
+    if sid_a == sid_b:  # same story from the start: give b1 a story of its own to merge
+        sa.stories["sb"] = StoryState("sb", "b1", T0, T0 + 1, centroid={"tsunami": 1.0})
+        sa.story_of["b1"], sid_b = "sb", "sb"
+    sa._merge(sa.stories[sid_a], sa.stories[sid_b])
+    assert sa.take_merges() == [(sid_b, sid_a)]
+    copy = featurize_batch([StoryInput("b1-copy", "Tsunami warning after Chile quake", None, "r", T0 + 2)],
+                           TUNED)[0]
+    got = sa.assign(copy, duplicate_of="b1")
+    assert got.story_id == sid_a and sid_b not in sa.stories  # not a resurrected sid_b
+    again = featurize_batch([StoryInput("b1", "Tsunami warning after Chile quake (update)", None, "q", T0 + 3)],
+                            TUNED)[0]
+    assert sa.assign(again).story_id == sid_a  # a revision (same article id) too
+
+
 def test_dense_regime_merges_a_fragment_the_article_nearly_passes() -> None:
     """``story_merge_reach``: a story the article does not pass but reaches half its threshold
     for is still a late-merge candidate (its centroid must agree with the joined story's); it

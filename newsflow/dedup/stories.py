@@ -1215,6 +1215,8 @@ class StoryAssigner:
             # Layers 1-2 (or the same article id again): a revision or a copy keeps the story;
             # it is re-indexed under its (possibly edited) title but is not a new member.
             sid = self.story_of[prior]
+            if self.merged:  # its story was merged away since: the story it joined
+                sid = self.merged.get(sid, sid)
             decision = Decision(REVISION if prior == ref else EXACT_DUPLICATE,
                                 "guid" if prior == ref else "url", prior, 1.0)
             return self._place(features, {}, sid, decision, new=False, member=False)
