@@ -168,6 +168,9 @@ class NormalizeSettings(Section):
     #: "builtin" (``newsflow/feeds/source_tiers.toml``), a path to a table of that format, or ""
     #: (off: such feeds stay without a tier, scored as T4)
     source_tiers: str = "builtin"
+    #: a sentence found in this many items of one feed document is boilerplate (a channel's
+    #: description under every video): story matching ignores it (0: off)
+    boilerplate_min_items: int = Field(_N.boilerplate_min_items, ge=0)
 
     @field_validator("source_tiers")
     @classmethod

@@ -357,6 +357,11 @@ def featurize(article: Any, config: StoryConfig = TUNED) -> StoryFeatures:
     return featurize_batch([article], config)[0]
 
 
+def _story_text(a: Any) -> str:
+    text = getattr(a, "story_text", None)  # (an Article pickled before the field: None)
+    return (getattr(a, "body_text", "") or "") if text is None else text
+
+
 def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED) -> list[StoryFeatures]:
     """:func:`featurize` of many articles, MinHash computed in one numpy pass (use it in a
     batch operator: same result as featurize one by one, several times faster)."""
@@ -365,7 +370,8 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED) -> lis
     words = [tuple(normalize_title(a.title or "", p).split()) for a, p in zip(articles, pubs, strict=True)]
     title_keys = lsh_band_keys_bulk(minhash_signatures(words, config.num_perm),
                                     config.lsh_bands, config.lsh_rows, "t").tolist()
-    bodies = [getattr(a, "body_text", "") or "" for a in articles]
+    # the body without its feed document's boilerplate (Article.story_text) when it had some
+    bodies = [_story_text(a) for a in articles]
     cap = config.max_body_words
     body_words = [normalize_title(b[: cap * 16]).split()[:cap] if b else [] for b in bodies]
     body_shingles = [word_shingles(w, config.body_shingle_words) if w else [] for w in body_words]

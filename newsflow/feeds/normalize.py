@@ -24,6 +24,7 @@ from newsflow.feeds.urls import absolutize, canonicalize_url, registrable_domain
 from newsflow.feeds.xml import needs_byte_repair, repair_xml_bytes
 from newsflow.model.records import Article, DeadLetter, Media, RawPayload
 from newsflow.model.vocab import HealthStatus
+from newsflow.text.boilerplate import shared_sentences, without_sentences
 from newsflow.text.html import (
     clean_title,
     collapse_ws,
@@ -63,6 +64,9 @@ class NormalizeConfig:
     max_deadletter_original_bytes: int = 256 * 1024
     #: default tiers of well-known sources for feeds without a tier of their own (None: off)
     source_tiers: SourceTiers | None = BUILTIN_TIERS
+    #: a sentence found in this many items of one feed document is its boilerplate (channel
+    #: descriptions, blurbs): left out of the text story features read (0: off)
+    boilerplate_min_items: int = 3
 
 
 DEFAULT_NORMALIZE_CONFIG = NormalizeConfig()
@@ -437,6 +441,21 @@ def _restamp_result(prev: NormalizeResult, payload: RawPayload, settings: Normal
     return res
 
 
+def _mark_boilerplate(articles: list[Article], efps: list[bytes | None], min_items: int,
+                      seen: dict[bytes, Article] | None) -> None:
+    """Each article of one document with ``story_text`` = its body without the sentences that
+    ``min_items`` of the document's items share (in place; the re-poll memory keeps the same
+    article, so a re-served item reads the same text)."""
+    shared = shared_sentences([a.body_text for a in articles], min_items) if min_items else frozenset()
+    for k, a in enumerate(articles):
+        core = without_sentences(a.body_text, shared)
+        text = None if core == a.body_text else core
+        if text != a.story_text:
+            articles[k] = a = replace(a, story_text=text)
+            if seen is not None and efps[k] is not None:
+                seen[efps[k]] = a  # type: ignore[index]
+
+
 def _entry_fp(entry: Any, feed_ctx: str) -> bytes:
     return fingerprint((feed_ctx + repr(entry)).encode("utf-8", "surrogatepass"))
 
@@ -536,6 +555,7 @@ def _normalize_payload(payload: RawPayload, settings: NormalizeConfig, items: _I
             fetched_ms=fms, max_original=settings.max_deadletter_original_bytes))
     feed_ctx = repr((_context_fp(payload), res.feed_format, publisher, base, feed.get("language"), feed.get("author"),
                      feed.get("author_detail"))) if items is not None else ""
+    efps: list[bytes | None] = []  # per article, its entry's fingerprint (with a memory)
     for i, entry in enumerate(entries[: settings.max_items_per_payload]):
         efp = None
         if items is not None:
@@ -546,6 +566,7 @@ def _normalize_payload(payload: RawPayload, settings: NormalizeConfig, items: _I
                 again = _restamp(known, payload, i)
                 items[1][efp] = again
                 res.articles.append(again)
+                efps.append(efp)
                 continue
         try:
             out = normalize_entry(entry, feed, payload, res.feed_format, i, base, settings, publisher)
@@ -556,10 +577,12 @@ def _normalize_payload(payload: RawPayload, settings: NormalizeConfig, items: _I
             items[1][efp] = out  # type: ignore[index]
         if isinstance(out, Article):
             res.articles.append(out)
+            efps.append(efp)
             res.undated += out.date_uncertain
         else:
             res.deadletters.append(out)
             res.malformed += 1
+    _mark_boilerplate(res.articles, efps, settings.boilerplate_min_items, items[1] if items is not None else None)
     res.items = len(entries)
     if not entries:
         # a well-formed feed without items: not an error, but every input must end somewhere

@@ -100,6 +100,10 @@ class Article:
     category: str | None  # the feed's category from the registry
     item_index: int  # position in its feed document
     truncated: bool = False  # the body was cut to normalize.max_item_body_chars
+    #: the body without its feed document's boilerplate (sentences 3+ of its items share:
+    #: ``newsflow.text.boilerplate``), what story features read; None: the body has none.
+    #: Internal (not in the ``articles`` record).
+    story_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,92 @@
+"""Feed boilerplate is not content: the real 24-feed replay's YouTube channels (GMA News, Fox
+News, ABS-CBN News, CNN, 1News) put the channel's description under every video, and 127 of
+136 content near-duplicates were distinct videos of one channel matched on that text (removed
+from the digests as copies). Sentences that 3+ items of one feed document share are left out
+of what story matching reads; a copy whose own text matches is still a near-duplicate."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from newsflow.core.timeutil import iso_to_ms
+from newsflow.dedup.stories import TUNED, StoryAssigner, decide, featurize_batch
+from newsflow.feeds.normalize import DEFAULT_NORMALIZE_CONFIG, RepollMemory, normalize_payload
+from newsflow.model.records import RawPayload
+from newsflow.text.boilerplate import shared_sentences, without_sentences
+
+FETCH = iso_to_ms("2020-05-06T12:00:00Z")
+BLURB = ("24 Oras is GMA Network's flagship newscast, anchored by Mike Enriquez, Mel Tiangco and Vicky "
+         "Morales. It airs on GMA-7 Mondays to Fridays at 6:30 PM (PHL Time) and on weekends at 5:30 PM. "
+         "For more videos from 24 Oras, visit the show's page. Subscribe to our YouTube channel for "
+         "updates and more news every day of the week.")
+VIDEOS = [
+    ("24 Oras: Prusisyon, dinumog ng mga deboto", "Daan-daang deboto ang dumalo sa prusisyon."),
+    ("24 Oras: Pinay sa Amerika, gumawa ng sarili niyang face mask", "Isang Pinay ang gumawa ng face mask."),
+    ("24 Oras: COVID-19 cases sa Pilipinas, umabot na sa 9223", "Umabot na sa 9223 ang kaso."),
+    ("24 Oras: Mga OFW nagwelga", "Nagwelga ang mga OFW dahil sa kontribusyon."),
+]
+
+
+def _feed(videos: list[tuple[str, str]]) -> bytes:
+    items = "".join(  # a video's id and time follow from its title (the same on every poll)
+        f"<item><title>{t}</title><link>https://www.youtube.com/watch?v=id{len(t)}</link><guid>{t}</guid>"
+        f"<pubDate>Wed, 06 May 2020 11:{len(t):02d}:00 GMT</pubDate><description>{lead} {BLURB}</description></item>"
+        for t, lead in videos)
+    return (f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>GMA News</title>'
+            f"<link>https://www.youtube.com/gmanews</link>{items}</channel></rss>").encode()
+
+
+def test_shared_sentences_need_three_items_and_compare_without_case_or_punctuation() -> None:
+    bodies = ["Storm hits coast. Subscribe now!", "Rates rise. Subscribe NOW.", "Votes counted. Subscribe now"]
+    assert shared_sentences(bodies) == frozenset({"subscribe now"})
+    assert shared_sentences(bodies[:2]) == frozenset()  # two items: a pair of copies, not a template
+    assert shared_sentences(bodies, min_items=0) == frozenset()
+    assert without_sentences(bodies[1], shared_sentences(bodies)) == "Rates rise."
+    assert without_sentences("Nothing shared.", frozenset({"subscribe now"})) == "Nothing shared."
+
+
+def test_videos_of_one_channel_are_not_near_duplicates_through_its_description() -> None:
+    res = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH, 200, _feed(VIDEOS)))
+    arts = res.articles
+    assert len(arts) == 4 and all(BLURB.split(".")[0] in a.body_text for a in arts)  # the record keeps it
+    assert all(a.story_text is not None and "flagship" not in a.story_text for a in arts)
+    feats = featurize_batch(arts, TUNED)
+    for i, f in enumerate(feats):
+        d = decide(f, feats[:i], TUNED)
+        assert d.disposition != "near_duplicate", (arts[i].title, d)
+    sa = StoryAssigner(TUNED)
+    assert len({sa.assign(f).story_id for f in feats}) == 4  # four videos, four stories
+
+    # without the rule (what the flow did): every video a content near-duplicate of the first
+    off = replace(DEFAULT_NORMALIZE_CONFIG, boilerplate_min_items=0)
+    raw = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH, 200, _feed(VIDEOS)), off)
+    rfeats = featurize_batch(raw.articles, TUNED)
+    assert all(a.story_text is None for a in raw.articles)
+    assert [decide(f, rfeats[:i], TUNED).layer for i, f in enumerate(rfeats)][1:] == ["content"] * 3
+
+
+def test_a_real_copy_still_matches_on_its_own_text() -> None:
+    """The same video's text re-served by another feed (a syndicated copy) keeps its match."""
+    story = ("Daan-daang deboto ang dumalo sa prusisyon sa kabila ng quarantine sa lungsod ngayong Linggo "
+             "ng hapon. Nagbabala ang pulisya na huhulihin ang mga lalabag sa mga patakaran ng lockdown.")
+    videos = [(t, story if i == 0 else lead) for i, (t, lead) in enumerate(VIDEOS)]
+    gma = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH, 200, _feed(videos))).articles
+    copy = normalize_payload(RawPayload("other", "https://ex.com/feed", FETCH, 200, _feed(
+        [("Deboto dumagsa sa prusisyon", story)]))).articles[0]
+    f_gma = featurize_batch(gma, TUNED)
+    f_copy = featurize_batch([copy], TUNED)[0]
+    d = decide(f_copy, f_gma, TUNED)
+    assert (d.disposition, d.layer, d.matched_ref) == ("near_duplicate", "content", gma[0].article_id)
+
+
+def test_the_repoll_memory_gives_the_same_articles() -> None:
+    mem = RepollMemory()
+    first = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH, 200, _feed(VIDEOS)), memory=mem)
+    # the next poll: one new video on top, the rest re-served unchanged (re-stamped from memory)
+    more = [("24 Oras: Bagong video", "Isang bagong balita ngayong araw."), *VIDEOS]
+    again = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH + 60_000, 200, _feed(more)),
+                              memory=mem)
+    fresh = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH + 60_000, 200, _feed(more)))
+    assert mem.item_hits >= 1
+    assert again.articles == fresh.articles
+    assert [a.story_text for a in first.articles] == [a.story_text for a in again.articles[1:]]
