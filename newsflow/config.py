@@ -192,7 +192,7 @@ class DedupSettings(Section):
     #: event-time window of dedup state (000 Step 3: 72 h)
     window_hours: float = Field(72.0, gt=0, le=24 * 365)
     #: dedup state shards (keys), spread over workers; each expires on event time
-    shards: int = Field(64, ge=1, le=4096)
+    shards: int = Field(8, ge=1, le=4096)
     #: emit a record when a feed re-serves an unchanged item on a later poll (normally counted)
     emit_repolls: bool = False
 

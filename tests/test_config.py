@@ -60,7 +60,7 @@ def test_defaults_are_the_pure_packages_defaults() -> None:
     assert s.normalize.to_config() == NormalizeConfig()
     assert s.poller_config() == PollerConfig()
     assert s.poller.to_config().fetch == FetchConfig() and s.poller.to_config().policy == PollPolicy()
-    assert (s.dedup.window_ms, s.dedup.shards, s.stories.shards, s.flow.tick_ms) == (72 * 3_600_000, 64, 8, 60_000)
+    assert (s.dedup.window_ms, s.dedup.shards, s.stories.shards, s.flow.tick_ms) == (72 * 3_600_000, 8, 8, 60_000)
     assert load_settings(None, {}) == s
 
 
@@ -74,7 +74,7 @@ def test_story_presets_are_the_stories_package_presets() -> None:
 
 def test_settings_constructor_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NEWSFLOW_DEDUP__SHARDS", "3")
-    assert Settings().dedup.shards == 64
+    assert Settings().dedup.shards == 8
     assert load_settings().dedup.shards == 3
 
 

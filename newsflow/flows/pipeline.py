@@ -329,7 +329,7 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
                 continue
             out.append(Deduped(x.seq, x.article, info, x.epoch))
         # the story features (stateless: titles, MinHash bands, terms) are computed here, in
-        # the 64 dedup shards spread over every worker, not in the fewer story shards
+        # the dedup shards spread over every worker, not in the story shards (one per category)
         todo = [(i, d) for i, d in enumerate(out) if isinstance(d, Deduped)]
         if todo:
             feats = featurize_batch([d.article for _, d in todo], self.story_config)
