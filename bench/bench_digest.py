@@ -7,7 +7,9 @@ timed part is :func:`newsflow.digest.assemble_digest` on the digest step's entri
 (:mod:`newsflow.digest.entries`: what the flow keeps, analyzed once on arrival) — selection,
 re-scoring as of the window end, TF-IDF rows, DBSCAN over story centroids, leads, labels,
 summaries, trends against a previous digest, sections, self-checks. The cost of building the
-entries (once per article, on arrival) is printed apart, per article.
+entries (once per article, on arrival) is printed apart, per article; so is the story coverage
+(:class:`newsflow.digest.coverage.StoryCoverage`), which the flow's digest step also keeps across
+windows and fills as records arrive: it is built untimed too.
 
 ``--baseline-src DIR`` runs the same window through the code of another checkout (e.g. the
 lead's ``main`` before this change) in a subprocess on the same records, in the same
@@ -59,9 +61,15 @@ except ImportError:
         state = len(pickle.dumps([digest_view(r) for r in recs], protocol=5))
     except ImportError:
         pass
+kw = {}
+try:  # a checkout whose digest step keeps story coverage across windows: built untimed, as here
+    from newsflow.digest.coverage import StoryCoverage
+    kw["coverage"] = StoryCoverage().extend(args["recs"])
+except ImportError:
+    pass
 prev = assemble_digest(prev_recs, win, config=cfg)
 t0, c0 = time.perf_counter(), time.process_time()
-d = assemble_digest(recs, win, previous=digest_memory(prev), config=cfg)
+d = assemble_digest(recs, win, previous=digest_memory(prev), config=cfg, **kw)
 print(orjson.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
                     "state_bytes": state, "clusters": d["cluster_count"],
                     "leads": [it["lead"]["article_id"] for s in d["sections"] for it in s["items"]]}).decode())
@@ -73,6 +81,7 @@ def main() -> None:
 
     from newsflow.digest.assemble import assemble_digest, digest_memory
     from newsflow.digest.config import DigestConfig
+    from newsflow.digest.coverage import StoryCoverage
     from newsflow.digest.entries import digest_entries
     from newsflow.digest.schedule import DigestWindow
     from newsflow.scoring.importance import score_record
@@ -121,6 +130,11 @@ def main() -> None:
     c0 = time.process_time()
     entries = digest_entries(scored, title_weight=cfg.title_weight, body_words=cfg.body_words)
     entry_cpu = time.process_time() - c0
+    # the flow's digest step keeps story coverage (publishers / tiers per story over time) across
+    # windows, filled as records arrive (StoryCoverage.add), like the entries: built untimed
+    c0 = time.process_time()
+    coverage = StoryCoverage().extend(scored)
+    coverage_cpu = time.process_time() - c0
     prev_entries = digest_entries(prev_recs, title_weight=cfg.title_weight, body_words=cfg.body_words)
     state = len(pickle.dumps(entries, protocol=5))
     t0 = time.perf_counter()
@@ -128,7 +142,7 @@ def main() -> None:
     t_prev = time.perf_counter() - t0
     t0 = time.perf_counter()
     c0 = time.process_time()
-    d = assemble_digest(entries, win, previous=digest_memory(prev), config=cfg)
+    d = assemble_digest(entries, win, previous=digest_memory(prev), config=cfg, coverage=coverage)
     dt = time.perf_counter() - t0
     cpu = time.process_time() - c0
     validate("digests", d)
@@ -140,6 +154,7 @@ def main() -> None:
         "assemble_seconds": round(dt, 2),
         "assemble_cpu_seconds": round(cpu, 2),
         "entry_cpu_us_per_article": round(entry_cpu / len(scored) * 1e6, 1),
+        "coverage_cpu_us_per_article": round(coverage_cpu / len(scored) * 1e6, 1),
         "state_bytes_per_article": round(state / len(scored)),
         "previous_window_articles": len(prev_recs),
         "previous_assemble_seconds": round(t_prev, 2),

@@ -126,10 +126,12 @@ def test_a_late_merge_gives_back_the_merged_away_storys_records_under_the_story_
     assert mr.merge("sb", "sa") == []  # already merged: nothing twice
     moved = mr.merge("sa", "sc")  # a chain: sa now holds b1 and b2 too
     assert [(r["key"], r["story_id"]) for r in moved] == [("a1", "sc"), ("b1", "sc"), ("b2#r1", "sc")]
-    assert mr.merge("sc", "sc") == [] and len(mr) == 1  # a story never merges into itself
-    mr.add(dict(rec("d1", "sd", T0), key="d1"))
-    assert mr.keep({"sd"}) == 1 and list(mr.by_story) == ["sd"]
+    assert mr.merge("sc", "sc") == [] and len(mr) == 4  # a story never merges into itself
     assert pickle.loads(pickle.dumps(mr)).by_story == mr.by_story  # part of the shard's snapshot
+    # event time: 72 h after a record's publication it is gone (an older member keeps its record)
+    mr.add(dict(rec("d1", "sd", T0 + 73 * H), key="d1"))
+    assert mr.expire() == 2 and list(mr.by_story) == ["sc", "sd"] and len(mr) == 3  # a1, c1 (T0) left
+    assert [r["key"] for r in mr.merge("sc", "sd")] == ["b1", "b2#r1"]
 
 
 def test_publishers_on_a_shared_platform_are_told_apart_by_name() -> None:

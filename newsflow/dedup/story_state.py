@@ -15,7 +15,7 @@ emits them again (same keys) under the story they joined.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -257,23 +257,33 @@ class StoryTracker:
 
 
 class MemberRecords:
-    """Story id -> the ``articles`` records emitted for it while it lives (compact JSON bytes,
-    one per record key, in emission order), so that a late merge can emit them again under the
-    story they joined: the ``articles`` topic is compacted by ``key``, so its latest record of
-    every article then names the article's current story (a merge is not only in ``stories``).
+    """Story id -> the ``articles`` records emitted for it in the last ``window_ms`` of event
+    time (publication time, the story clock; compact JSON bytes, one per record key, in emission
+    order), so that a late merge can emit them again under the story they joined: the
+    ``articles`` topic is compacted by ``key``, so its latest record of each of those articles
+    then names the article's current story. An older member keeps its record (the ``stories``
+    topic's ``merged_into`` still says where its story went): like all state, this expires on
+    event time, so a story that lives for weeks does not keep every record it ever had.
 
-    Pure and keyed like the story shard; entries leave with their story (:meth:`keep`)."""
+    Pure and keyed like the story shard."""
 
-    def __init__(self) -> None:
-        self.by_story: dict[str, dict[str, bytes]] = {}
+    def __init__(self, window_ms: int = 72 * HOUR_MS) -> None:
+        self.window_ms = window_ms
+        self.by_story: dict[str, dict[str, tuple[int, bytes]]] = {}
+        self.now_ms = -(1 << 62)
+        self._swept_hour = -(1 << 62)
 
     def add(self, rec: Mapping[str, Any]) -> None:
         """One emitted record (any disposition); a re-emit of the same key replaces it."""
-        self.by_story.setdefault(rec["story_id"], {})[rec["key"]] = orjson.dumps(rec)
+        t = iso_to_ms(rec["published_at"])
+        if t > self.now_ms:
+            self.now_ms = t
+        # (a copy: orjson's bytes keep their ~16 KB output buffer, 10x the record)
+        self.by_story.setdefault(rec["story_id"], {})[rec["key"]] = (t, bytes(memoryview(orjson.dumps(rec))))
 
     def merge(self, gone: str, into: str) -> list[dict[str, Any]]:
-        """Story ``gone`` joined ``into``: its records, each with ``story_id`` = ``into``, in the
-        order they were first emitted (they now count as ``into``'s members)."""
+        """Story ``gone`` joined ``into``: its records kept, each with ``story_id`` = ``into``,
+        in the order they were first emitted (they now count as ``into``'s members)."""
         if gone == into:
             return []
         recs = self.by_story.pop(gone, None)
@@ -281,19 +291,30 @@ class MemberRecords:
             return []
         dst = self.by_story.setdefault(into, {})
         out: list[dict[str, Any]] = []
-        for key, raw in recs.items():
+        for key, (t, raw) in recs.items():
             r = orjson.loads(raw)
             r["story_id"] = into
-            dst[key] = orjson.dumps(r)
+            dst[key] = (t, bytes(memoryview(orjson.dumps(r))))
             out.append(r)
         return out
 
-    def keep(self, live: Container[str]) -> int:
-        """Forget the stories not in ``live`` (expired or merged away); returns how many."""
-        dead = [sid for sid in self.by_story if sid not in live]
-        for sid in dead:
-            del self.by_story[sid]
-        return len(dead)
+    def expire(self) -> int:
+        """Drop the records published ``window_ms`` before the clock (swept once per hour of
+        clock); returns how many."""
+        if self.now_ms // HOUR_MS <= self._swept_hour:
+            return 0
+        self._swept_hour = self.now_ms // HOUR_MS
+        cutoff = self.now_ms - self.window_ms
+        n = 0
+        for sid in list(self.by_story):
+            recs = self.by_story[sid]
+            old = [k for k, (t, _) in recs.items() if t < cutoff]
+            for k in old:
+                del recs[k]
+            n += len(old)
+            if not recs:
+                del self.by_story[sid]
+        return n
 
     def __len__(self) -> int:
-        return len(self.by_story)
+        return sum(len(v) for v in self.by_story.values())

@@ -358,8 +358,8 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         self.reliability: dict[str, float] = st.get("reliability", {})
         self.tiers: dict[str, set[str]] = st.get("tiers", {})
         self.tracker: StoryTracker = st["tracker"] if "tracker" in st else StoryTracker(self.assigner.config.window_ms)
-        #: the live stories' emitted records (a late merge emits them again; older snapshots lack it)
-        self.members: MemberRecords = st["members"] if "members" in st else MemberRecords()
+        #: the window's emitted records per story (a late merge emits them again; older snapshots lack it)
+        self.members: MemberRecords = st["members"] if "members" in st else MemberRecords(self.assigner.config.window_ms)
 
     def on_item(self, value: DedupOutput) -> tuple[Iterable[StoryOutput], bool]:
         if isinstance(value, Tick):
@@ -415,8 +415,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         out.extend(StoryUpdate(story_record(v)) for v in self.tracker.flush())
         if len(self.tiers) > 2 * len(self.assigner.stories) + 1024:  # follow the assigner's expiry
             self.tiers = {k: v for k, v in self.tiers.items() if k in self.assigner.stories}
-        if len(self.members) > 2 * len(self.assigner.stories) + 1024:
-            self.members.keep(self.assigner.stories)
+        self.members.expire()
         return out
 
     def _story(self, x: Deduped, f: StoryFeatures) -> JsonRecord:
