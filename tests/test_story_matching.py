@@ -288,3 +288,15 @@ def test_dense_regime_merges_a_fragment_the_article_nearly_passes() -> None:
     # without a passing list (no merges) the reach changes nothing
     best, _ = match_story_centroid(vec, post, st, T0, replace(dense, story_merge_reach=0.5), threshold=0.06)
     assert best is st["sa"]
+
+
+def test_filipino_function_words_are_not_story_terms() -> None:
+    """Real 24-feed replay: ABS-CBN and GMA headlines in Filipino share "ng", "sa", "ang", "mga"
+    as English ones share "the" and "of"; counted as story terms, they put unrelated bulletins
+    into one 15-article story that led a morning brief. The words that carry the news stay."""
+    from newsflow.text.titles import content_tokens, normalize_title
+
+    toks = content_tokens(normalize_title("24 Oras: Mga OFW na tinaasan ng kontribusyon sa Philhealth, nagwelga").split())
+    assert not {"mga", "ng", "sa"} & set(toks) and {"ofw", "philhealth", "kontribusyon"} <= set(toks)
+    toks = content_tokens(normalize_title("Ang pag-uwi ni Juan para kay Maria ay sa Saudi Arabia").split())
+    assert toks == ["uwi", "juan", "maria", "saudi", "arabia"]

@@ -73,7 +73,9 @@ _STOPWORD_TEXT = """a an the and or but nor of to in on for at by with from as i
     its it's this that these those there here who whom whose which what when where why how
     will would can could may might must shall should has have had having do does did not no
     yes up down out off more most less very just also still new says say said amid via vs
-    per us we you your our my me he she his her him they them their i s t re ve ll d m"""
+    per us we you your our my me he she his her him they them their i s t re ve ll d m
+    ng sa ang mga ay si ni kay nang para pag ito iyon mula kung dahil nga naman siya sila kami
+    tayo ako niya nila natin namin ating aming kanila kanyang kaniyang ngayon umano raw daw"""
 STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
 
 
