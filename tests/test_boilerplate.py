@@ -90,3 +90,26 @@ def test_the_repoll_memory_gives_the_same_articles() -> None:
     assert mem.item_hits >= 1
     assert again.articles == fresh.articles
     assert [a.story_text for a in first.articles] == [a.story_text for a in again.articles[1:]]
+
+
+def test_digest_entries_read_the_body_without_the_boilerplate() -> None:
+    """The digests cluster and summarize what a video is about, not its channel's description:
+    on the real replay ten Fox News videos were one digest item ("9 more from Fox News") through
+    their shared description, and a 24 Oras blurb was a Top Story's summary."""
+    from newsflow.config import Settings
+    from newsflow.core.timeutil import ms_to_iso
+    from newsflow.digest.entries import body_text
+    from newsflow.flows.pipeline import _to_digests
+    from newsflow.model.messages import ScoredArticle
+
+    arts = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH, 200, _feed(VIDEOS))).articles
+    recs = [{"article_id": a.article_id, "key": a.article_id, "title": a.title, "body_text": a.body_text,
+             "fetched_at": ms_to_iso(FETCH), "published_at": a.published_at, "story_id": "s1",
+             "publisher": a.publisher, "feed_id": a.feed_id} for a in arts]
+    out = _to_digests(Settings(), None)([("st00", ScoredArticle(r, story_text=a.story_text))
+                                          for r, a in zip(recs, arts, strict=True)])
+    for (_, msg), a in zip(out, arts, strict=True):
+        kept = body_text(msg.message.entry)
+        assert "flagship" not in kept and kept.split()[:3] == (a.story_text or "").split()[:3]
+    plain = _to_digests(Settings(), None)([("st00", ScoredArticle(recs[0]))])[0][1].message.entry
+    assert "flagship" in body_text(plain)  # a record without story_text: its own body

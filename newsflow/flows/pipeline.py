@@ -381,7 +381,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         out: list[StoryOutput] = []
         missing = [x.article for x in items if isinstance(x, Deduped) and x.features is None]
         feats = iter(featurize_batch(missing, self.story_config)) if missing else iter(())
-        recs: list[tuple[JsonRecord, str]] = []
+        recs: list[tuple[JsonRecord, str, str | None]] = []
         for x in items:
             if isinstance(x, HealthReport):
                 h = x.record
@@ -391,22 +391,22 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                     out.append(x)
                 continue
             recs.append((self._story(x, x.features if x.features is not None else next(feats)),
-                         story_key(x.article, self.s)))
+                         story_key(x.article, self.s), getattr(x.article, "story_text", None)))
         if recs:
             # now = each record's fetch time
-            fields = annotate([r for r, _ in recs], None, self.topics, self.score_config,
+            fields = annotate([r for r, _, _ in recs], None, self.topics, self.score_config,
                               reliability=self.reliability)
-            for (rec, key), f in zip(recs, fields, strict=True):
+            for (rec, key, text), f in zip(recs, fields, strict=True):
                 rec.update(f)
                 rec["topic_id"] = f"{key}/{rec['topic_id']}"  # topics are per story shard
                 metrics.ARTICLES.labels(rec["disposition"]).inc()
-                out.append(ScoredArticle(rec))
+                out.append(ScoredArticle(rec, story_text=text))
                 self.tracker.observe(rec)
                 self.members.add(rec)
         merges = self.assigner.take_merges()
         if merges:  # late merges: the stories topic says so, the digests follow them, and the
             # merged-away story's articles records are emitted again (same keys) under the new id
-            at = max(iso_to_ms(r["fetched_at"]) for r, _ in recs)
+            at = max(iso_to_ms(r["fetched_at"]) for r, _, _ in recs)
             for gone, into in merges:
                 self.tracker.merge(gone, into)
                 out.append(StoryMerge(gone, into, at))
@@ -663,7 +663,10 @@ def _to_digests(settings: Settings, profiles: ProfilesConfig | None
 
     def route(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, FromShard]]:
         kept = [(k, m) for k, m in batch if not isinstance(m, StoryUpdate | MergedArticle)]
-        arts = [m.record for _, m in kept if isinstance(m, ScoredArticle)]
+        # (without its feed's boilerplate: a channel's description under every video is not
+        # what the video is about, for the topic clustering and the summary)
+        arts = [m.record if m.story_text is None else {**m.record, "body_text": m.story_text}
+                for _, m in kept if isinstance(m, ScoredArticle)]
         entries = iter(digest_entries(arts, title_weight=cfg.title_weight, body_words=cfg.body_words,
                                       profile_terms=profile_terms) if arts else ())
         return [(DIGESTS_KEY, FromShard(k, ScoredArticle(_digest_view(m.record), next(entries))

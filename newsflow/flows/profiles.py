@@ -370,7 +370,9 @@ class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput | Output, Snapsho
                 if not final and (self.clock is None or self.clock < t):
                     break
                 try:  # an article that cannot be scored must not stall the shard behind it
-                    out.append(type(msg)(dict(with_relevance(msg.record, self._profile(t)))))
+                    rec = dict(with_relevance(msg.record, self._profile(t)))
+                    out.append(ScoredArticle(rec, msg.entry, msg.story_text) if isinstance(msg, ScoredArticle)
+                               else MergedArticle(rec))
                 except Exception as e:
                     out.append(internal_error(STEP_RELEVANCE, self.topic, e, msg, self.max_original))
             else:

@@ -97,6 +97,9 @@ class ScoredArticle:
 
     record: JsonRecord
     entry: JsonRecord | None = None
+    #: the body without its feed document's boilerplate (``Article.story_text``) when it had
+    #: some: what the digest entry reads (its TF-IDF terms and summary), never emitted
+    story_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
