@@ -16,7 +16,6 @@ All hashes are stable across processes and runs (sha1 / xxh3, never Python's ``h
 from __future__ import annotations
 
 import hashlib
-import re
 import struct
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -25,7 +24,7 @@ import numpy as np
 import xxhash
 from rapidfuzz.distance import JaroWinkler
 
-from newsflow.text.sentences import split_sentences
+from newsflow.text.sentences import sentence_words, split_sentences
 
 __all__ = [
     "MAX_HASH",
@@ -276,9 +275,6 @@ def signature_jaccard(a: bytes, b: bytes, bits: int = 16) -> float:
 
 # --- Layer 4: sentence-level overlap (001) -----------------------------------------------
 
-_NONWORD = re.compile(r"[^\w]+", re.UNICODE)
-
-
 def first_sentences(text: str, n: int = 3, min_words: int = 11) -> list[str]:
     """The first ``n`` non-trivial sentences (001: "> 10 words each"), normalized
     (lowercase, punctuation dropped)."""
@@ -286,7 +282,7 @@ def first_sentences(text: str, n: int = 3, min_words: int = 11) -> list[str]:
     if not text:
         return out
     for sent in split_sentences(text):
-        norm = _NONWORD.sub(" ", sent.lower()).split()
+        norm = sentence_words(sent)
         if len(norm) >= min_words:
             out.append(" ".join(norm))
             if len(out) == n:

@@ -256,6 +256,12 @@ class StoryTracker:
         return len(self.stories)
 
 
+def _packed(rec: Mapping[str, Any]) -> bytes:
+    """The record's JSON as an exact-size copy (orjson's bytes keep their ~16 KB output buffer,
+    10x a record)."""
+    return bytes(memoryview(orjson.dumps(rec)))
+
+
 class MemberRecords:
     """Story id -> the ``articles`` records emitted for it in the last ``window_ms`` of event
     time (publication time, the story clock; compact JSON bytes, one per record key, in emission
@@ -278,8 +284,7 @@ class MemberRecords:
         t = iso_to_ms(rec["published_at"])
         if t > self.now_ms:
             self.now_ms = t
-        # (a copy: orjson's bytes keep their ~16 KB output buffer, 10x the record)
-        self.by_story.setdefault(rec["story_id"], {})[rec["key"]] = (t, bytes(memoryview(orjson.dumps(rec))))
+        self.by_story.setdefault(rec["story_id"], {})[rec["key"]] = (t, _packed(rec))
 
     def merge(self, gone: str, into: str) -> list[dict[str, Any]]:
         """Story ``gone`` joined ``into``: its records kept, each with ``story_id`` = ``into``,
@@ -294,7 +299,7 @@ class MemberRecords:
         for key, (t, raw) in recs.items():
             r = orjson.loads(raw)
             r["story_id"] = into
-            dst[key] = (t, bytes(memoryview(orjson.dumps(r))))
+            dst[key] = (t, _packed(r))
             out.append(r)
         return out
 

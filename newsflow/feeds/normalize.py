@@ -24,7 +24,7 @@ from newsflow.feeds.urls import absolutize, canonicalize_url, registrable_domain
 from newsflow.feeds.xml import needs_byte_repair, repair_xml_bytes
 from newsflow.model.records import Article, DeadLetter, Media, RawPayload
 from newsflow.model.vocab import HealthStatus
-from newsflow.text.boilerplate import shared_sentences, without_sentences
+from newsflow.text.boilerplate import without_boilerplate
 from newsflow.text.html import (
     clean_title,
     collapse_ws,
@@ -446,9 +446,8 @@ def _mark_boilerplate(articles: list[Article], efps: list[bytes | None], min_ite
     """Each article of one document with ``story_text`` = its body without the sentences that
     ``min_items`` of the document's items share (in place; the re-poll memory keeps the same
     article, so a re-served item reads the same text)."""
-    shared = shared_sentences([a.body_text for a in articles], min_items) if min_items else frozenset()
-    for k, a in enumerate(articles):
-        core = without_sentences(a.body_text, shared)
+    cores = without_boilerplate([a.body_text for a in articles], min_items)
+    for k, (a, core) in enumerate(zip(articles, cores, strict=True)):
         text = None if core == a.body_text else core
         if text != a.story_text:
             articles[k] = a = replace(a, story_text=text)

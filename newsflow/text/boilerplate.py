@@ -15,18 +15,29 @@ the same payload always gives the same result.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
-from newsflow.text.sentences import split_sentences
+from newsflow.text.sentences import sentence_words, split_sentences
 
-__all__ = ["shared_sentences", "without_sentences"]
-
-_NONWORD = re.compile(r"[\W_]+", re.UNICODE)
+__all__ = ["shared_sentences", "without_boilerplate", "without_sentences"]
 
 
 def _key(sentence: str) -> str:
-    return " ".join(_NONWORD.sub(" ", sentence.lower()).split())
+    return " ".join(sentence_words(sentence))
+
+
+def _shared(split: Sequence[Sequence[str]], min_items: int) -> frozenset[str]:
+    counts: dict[str, int] = {}
+    for sents in split:
+        for k in {_key(x) for x in sents}:
+            if k:
+                counts[k] = counts.get(k, 0) + 1
+    return frozenset(k for k, n in counts.items() if n >= min_items)
+
+
+def _without(body: str, sents: Sequence[str], shared: frozenset[str]) -> str:
+    kept = [x for x in sents if _key(x) not in shared]
+    return body if len(kept) == len(sents) else " ".join(kept)
 
 
 def shared_sentences(bodies: Sequence[str], min_items: int = 3) -> frozenset[str]:
@@ -39,14 +50,7 @@ def shared_sentences(bodies: Sequence[str], min_items: int = 3) -> frozenset[str
     """
     if min_items < 2 or len(bodies) < min_items:
         return frozenset()
-    counts: dict[str, int] = {}
-    for body in bodies:
-        if not body:
-            continue
-        for k in {_key(s) for s in split_sentences(body)}:
-            if k:
-                counts[k] = counts.get(k, 0) + 1
-    return frozenset(k for k, n in counts.items() if n >= min_items)
+    return _shared([split_sentences(b) if b else [] for b in bodies], min_items)
 
 
 def without_sentences(body: str, shared: frozenset[str]) -> str:
@@ -58,6 +62,21 @@ def without_sentences(body: str, shared: frozenset[str]) -> str:
     """
     if not shared or not body:
         return body
-    sents = split_sentences(body)
-    kept = [s for s in sents if _key(s) not in shared]
-    return body if len(kept) == len(sents) else " ".join(kept)
+    return _without(body, split_sentences(body), shared)
+
+
+def without_boilerplate(bodies: Sequence[str], min_items: int = 3) -> list[str]:
+    """Each of one document's ``bodies`` without the document's boilerplate (its
+    :func:`shared_sentences`), splitting every body once; a body without any is returned as is.
+
+    >>> without_boilerplate(["A storm hit. Subscribe now!", "Rates rose. Subscribe now.",
+    ...                      "Subscribe now! Votes counted."])
+    ['A storm hit.', 'Rates rose.', 'Votes counted.']
+    """
+    if min_items < 2 or len(bodies) < min_items:
+        return list(bodies)
+    split = [split_sentences(b) if b else [] for b in bodies]
+    shared = _shared(split, min_items)
+    if not shared:
+        return list(bodies)
+    return [_without(b, sents, shared) if b else b for b, sents in zip(bodies, split, strict=True)]
