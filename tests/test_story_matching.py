@@ -300,3 +300,47 @@ def test_filipino_function_words_are_not_story_terms() -> None:
     assert not {"mga", "ng", "sa"} & set(toks) and {"ofw", "philhealth", "kontribusyon"} <= set(toks)
     toks = content_tokens(normalize_title("Ang pag-uwi ni Juan para kay Maria ay sa Saudi Arabia").split())
     assert toks == ["uwi", "juan", "maria", "saudi", "arabia"]
+
+
+EPISODES = [  # one outlet's dated programme: every word is shared but the day
+    ("tp1", "TV Patrol North Luzon - April 20, 2020", "ABS-CBN News", ""),
+    ("tp2", "TV Patrol North Luzon - April 21, 2020", "ABS-CBN News", ""),
+    ("tp3", "TV Patrol North Luzon - April 22, 2020", "ABS-CBN News", ""),
+]
+
+
+def test_episodes_of_a_dated_programme_are_not_one_story() -> None:
+    """Real 24-feed replay: ten "TV Patrol North Luzon - <day>" episodes were one story, an
+    EMERGING topic of the morning brief. Titles naming other days are other events."""
+    assert len(set(_run(TUNED, EPISODES, step_ms=2 * HOUR_MS))) == 3
+    assert len(set(_run(replace(TUNED, story_date_veto=False), EPISODES, step_ms=2 * HOUR_MS))) == 1
+
+
+def test_the_date_veto_keeps_an_event_whose_titles_name_its_day() -> None:
+    """Only titles that both name days, all different, are kept apart: an undated rewording
+    and a rewording naming the same day still join."""
+    items = [
+        ("ds1", "Germany to reopen shops and schools from May 11, Merkel says", "BBC News",
+         "Chancellor Angela Merkel said shops and schools in Germany will reopen."),
+        ("ds2", "Merkel: Germany to reopen shops and schools", "Daily Mail",
+         "Angela Merkel says Germany will reopen its shops and schools."),
+        ("ds3", "Germany to reopen shops and schools on 11 May, Merkel says", "CNN International",
+         "Germany will reopen shops and schools, Chancellor Angela Merkel said."),
+    ]
+    assert len(set(_run(TUNED, items))) == 1
+
+
+def test_story_state_days_survive_a_snapshot_and_a_merge() -> None:
+    from newsflow.dedup.stories import StoryState
+
+    a = StoryState("sa", "a", T0, T0)
+    a.add("abs-cbn", T0, {"patrol": 1.0}, 16, ("4-20",))
+    b = StoryState.restore(a.snapshot())
+    assert b.day_keys() == ("4-20",) and b.other_days(("4-21",)) and not b.other_days(("4-20", "4-21"))
+    assert not b.other_days(())  # an undated title is never vetoed
+    old = StoryState.restore(a.snapshot()[:7])  # a snapshot from before the field
+    assert old.day_keys() == () and not old.other_days(("4-21",))
+    sa = StoryAssigner(TUNED)
+    sa.stories["sa"], sa.stories["sb"] = a, StoryState("sb", "b", T0, T0, dates=("4-21",))
+    sa._merge(a, sa.stories["sb"])
+    assert a.day_keys() == ("4-20", "4-21")

@@ -50,7 +50,13 @@ from newsflow.dedup.similarity import (
     title_overlap_coefficient,
 )
 from newsflow.text.entities import entity_keys, entity_overlap, extract_entities
-from newsflow.text.titles import content_tokens, normalize_title, url_slug_tokens, word_shingles
+from newsflow.text.titles import (
+    content_tokens,
+    normalize_title,
+    title_dates,
+    url_slug_tokens,
+    word_shingles,
+)
 
 __all__ = [
     "PRESETS",
@@ -189,6 +195,10 @@ class StoryConfig:
     redundancy_memory: bool = False
     #: a story accepts new members while its last member is younger than this (event time)
     story_idle_ms: int = 12 * HOUR_MS
+    #: an article whose title names a calendar day ("TV Patrol North Luzon - April 16, 2020")
+    #: does not join a story whose titles name only other days: a programme's or a column's
+    #: episodes share every other word (:func:`~newsflow.text.titles.title_dates`)
+    story_date_veto: bool = False
     #: weight of title bigrams and of URL-slug words relative to a title word
     bigram_weight: float = 1.0
     slug_weight: float = 0.5
@@ -262,6 +272,8 @@ TUNED = StoryConfig(
     follow_same_publisher_duplicates=False,
     same_publisher_factor=1.2,
     story_min_concepts=2,
+    # episodes of one programme differ by the day in their titles
+    story_date_veto=True,
 )
 
 #: The default before issue 9: story centroid >= 0.06 everywhere, tuned on UCI headlines only.
@@ -270,6 +282,7 @@ HEADLINES_2014 = replace(
     body_term_words=0, story_idle_ms=12 * HOUR_MS, story_idle_ms_dense=0, redundancy_memory=False,
     story_threshold_decay_dense=-1.0, story_merge_dense=0.0,
     follow_same_publisher_duplicates=True, same_publisher_factor=1.0, story_min_concepts=0,
+    story_date_veto=False,
 )
 
 PRESETS: dict[str, StoryConfig] = {
@@ -329,6 +342,7 @@ class StoryFeatures:
     sentences: tuple[int, ...] = ()  # keys of the first 3 non-trivial sentences
     entities: tuple[str, ...] = ()  # entity keys (sorted)
     terms: tuple[tuple[str, float], ...] = ()  # story-matching terms with tf weights
+    dates: tuple[str, ...] = ()  # calendar days the title names ("M-D"), for the date veto
 
     @property
     def title_norm(self) -> str:
@@ -425,6 +439,7 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED) -> lis
             sentences=tuple(sentence_key(x) for x in first_sentences(body)) if body else (),
             entities=tuple(sorted(entity_keys(ents))),
             terms=tuple(sorted(tf.items())),
+            dates=title_dates(a.title or "") if config.story_date_veto else (),
         ))
     return out
 
@@ -698,12 +713,17 @@ class StoryState:
     #: sum of the members' unit TF-IDF vectors, the heaviest ``centroid_max_terms`` terms
     centroid: dict[str, float] = field(default_factory=dict)
     norm: float = 0.0
+    #: calendar days named by the members' titles (sorted "M-D" keys; the date veto)
+    dates: tuple[str, ...] = ()
 
-    def add(self, publisher: str, time_ms: int, vec: Mapping[str, float], max_terms: int) -> None:
-        """Add a member: count, publisher, times, and its unit vector to the centroid sum.
-        The centroid is pruned to its ``max_terms`` heaviest terms when it reaches twice that
-        (amortized O(1) per term)."""
+    def add(self, publisher: str, time_ms: int, vec: Mapping[str, float], max_terms: int,
+            dates: tuple[str, ...] = ()) -> None:
+        """Add a member: count, publisher, times, title days, and its unit vector to the
+        centroid sum. The centroid is pruned to its ``max_terms`` heaviest terms when it
+        reaches twice that (amortized O(1) per term)."""
         self.count += 1
+        if dates:
+            self.add_dates(dates)
         if publisher:
             self.publishers.add(publisher)
         if time_ms > self.last_ms:
@@ -723,16 +743,33 @@ class StoryState:
             sq = sum(w * w for _, w in keep)
         self.norm = math.sqrt(max(sq, 0.0))
 
+    def add_dates(self, dates: tuple[str, ...]) -> None:
+        old = self.day_keys()
+        if not set(dates) <= set(old):
+            self.dates = tuple(sorted({*old, *dates}))
+
+    def day_keys(self) -> tuple[str, ...]:
+        """The title days (a state pickled before the field has none)."""
+        return getattr(self, "dates", ())
+
+    def other_days(self, dates: tuple[str, ...]) -> bool:
+        """Whether titles naming ``dates`` belong to other days than this story's titles:
+        both name days and no day is shared."""
+        own = self.day_keys()
+        return bool(dates) and bool(own) and set(own).isdisjoint(dates)
+
     def snapshot(self) -> tuple[Any, ...]:
         return (self.story_id, self.first_ref, self.first_ms, self.last_ms, self.count,
                 tuple(sorted(self.publishers)),
-                tuple((t, round(w, 5)) for t, w in self.centroid.items()))
+                tuple((t, round(w, 5)) for t, w in self.centroid.items()), self.day_keys())
 
     @classmethod
     def restore(cls, snap: tuple[Any, ...]) -> StoryState:
-        sid, first_ref, first_ms, last_ms, count, pubs, cent = snap
+        sid, first_ref, first_ms, last_ms, count, pubs, cent = snap[:7]
         st = cls(sid, first_ref, first_ms, last_ms, count, set(pubs), dict(cent))
         st.norm = math.sqrt(sum(w * w for w in st.centroid.values()))
+        if len(snap) > 7:
+            st.dates = tuple(snap[7])
         return st
 
 
@@ -815,14 +852,16 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
                          generic: AbstractSet[str] = frozenset(),
                          threshold: float | None = None,
                          publisher: str | None = None,
-                         passing: list[StoryState] | None = None) -> tuple[StoryState | None, float]:
+                         passing: list[StoryState] | None = None,
+                         dates: tuple[str, ...] = ()) -> tuple[StoryState | None, float]:
     """Best open story for a unit TF-IDF vector ``vec``.
 
     ``postings`` maps each term of ``vec`` to the stories indexed under it; the dot product
     with each story's centroid is accumulated term by term (only shared terms cost anything),
     then divided by the centroid norm (cosine). A story is open while its last member is less
     than ``story_idle_ms`` old. Returns the best story when its cosine >= ``story_threshold``;
-    ties go to the older story, then the smaller id (order-free)."""
+    ties go to the older story, then the smaller id (order-free). With ``dates`` (the days the
+    article's title names), a story whose titles name only other days is not a match."""
     dots: dict[str, float] = {}
     spec: dict[str, float] = {}
     concepts: dict[str, int] = {}
@@ -858,6 +897,8 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
     for sid, dot in dots.items():
         st = stories[sid]
         if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
+            continue
+        if dates and st.other_days(dates):
             continue
         s = dot / st.count if average and st.count else dot / st.norm
         thr = base * st.count ** -decay if decay else base
@@ -1119,6 +1160,8 @@ class StoryAssigner:
         into.norm = math.sqrt(sum(w * w for w in into.centroid.values()))
         into.count += other.count
         into.publishers |= other.publishers
+        if other.day_keys():
+            into.add_dates(other.day_keys())
         into.first_ms = min(into.first_ms, other.first_ms)
         into.last_ms = max(into.last_ms, other.last_ms)
         del self.stories[other.story_id]
@@ -1253,6 +1296,9 @@ class StoryAssigner:
             if story is not None and cfg.reopen_closed_stories and \
                     now - story.last_ms >= mcfg.story_idle_ms:
                 story = None
+            if story is not None and story.other_days(features.dates):
+                # another episode of a dated series, not a copy of it
+                story, decision = None, Decision(UNIQUE, None, None, 0.0)
         if story is None and cfg.story_match and vec:
             postings = self._postings_lookup(vec, now)
             generic = (self.terms.generic(vec, cfg.story_generic_df)
@@ -1260,7 +1306,7 @@ class StoryAssigner:
             merge = cfg.story_merge_dense if mcfg is self._dense_config else 0.0
             passing: list[StoryState] | None = [] if merge else None
             st, score = match_story_centroid(vec, postings, self.stories, now, mcfg, generic, thr,
-                                             features.publisher, passing)
+                                             features.publisher, passing, features.dates)
             if st is not None and passing:
                 for other in sorted(passing, key=lambda o: o.story_id):
                     if other is not st and _centroid_cosine(st, other) >= merge:
@@ -1282,7 +1328,7 @@ class StoryAssigner:
             st = self.stories[sid] = StoryState(sid, ref, features.time_ms, features.time_ms)
             new = True
         if member:
-            st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms)
+            st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms, features.dates)
         else:  # a sighting of a known article: counts for distinct publishers only
             if features.publisher:
                 st.publishers.add(features.publisher)

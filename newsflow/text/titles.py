@@ -23,6 +23,7 @@ __all__ = [
     "content_tokens",
     "normalize_title",
     "strip_title_affixes",
+    "title_dates",
     "title_tokens",
     "url_slug_tokens",
     "word_shingles",
@@ -195,3 +196,51 @@ def char_shingles(text: str, k: int = 5) -> list[str]:
     if len(t) <= k:
         return [t] if t else []
     return list(dict.fromkeys(t[i : i + k] for i in range(len(t) - k + 1)))
+
+
+# --- dates in titles --------------------------------------------------------------------------
+
+#: month names (English, and Filipino/Spanish where they differ) -> month number
+_MONTHS = {
+    "jan": 1, "january": 1, "enero": 1, "feb": 2, "february": 2, "pebrero": 2, "febrero": 2,
+    "mar": 3, "march": 3, "marso": 3, "marzo": 3, "apr": 4, "april": 4, "abril": 4,
+    "may": 5, "mayo": 5, "jun": 6, "june": 6, "hunyo": 6, "junio": 6,
+    "jul": 7, "july": 7, "hulyo": 7, "julio": 7, "aug": 8, "august": 8, "agosto": 8,
+    "sep": 9, "sept": 9, "september": 9, "setyembre": 9, "septiembre": 9,
+    "oct": 10, "october": 10, "oktubre": 10, "octubre": 10,
+    "nov": 11, "november": 11, "nobyembre": 11, "noviembre": 11,
+    "dec": 12, "december": 12, "disyembre": 12, "diciembre": 12,
+}
+_MONTH_ALT = "|".join(sorted(_MONTHS, key=len, reverse=True))
+#: "April 16, 2020", "May 6th", "Sept. 3" / "6 May", "16th of April"; the month must start
+#: with a capital letter ("may 6" in running text is rarely a date, "May 6" is)
+_DATE_MD = re.compile(rf"\b((?=[A-Z])(?i:{_MONTH_ALT}))\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?![:.,]?\d)")
+_DATE_DM = re.compile(rf"(?<![\d.,:])\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?((?=[A-Z])(?i:{_MONTH_ALT}))\b")
+
+
+def title_dates(title: str) -> tuple[str, ...]:
+    """Calendar days a title names, as sorted ``"M-D"`` keys (the year is left out: a
+    programme's episodes differ by their day).
+
+    Recurring items of one outlet ("TV Patrol North Luzon - April 16, 2020", "Best of
+    cartoons, May 7, 2020") share every other word; the day is what tells them apart.
+
+    >>> title_dates("TV Patrol North Luzon - April 16, 2020")
+    ('4-16',)
+    >>> title_dates("Covid-19: What happened on 6 May"), title_dates("Best of cartoons, May 7th")
+    (('5-6',), ('5-7',))
+    >>> title_dates("Trump may 2 things"), title_dates("Apple sold 3 million"), title_dates("May 2020 jobs")
+    ((), (), ())
+    """
+    if not title or not any(c.isdigit() for c in title):
+        return ()
+    out: set[str] = set()
+    for m in _DATE_MD.finditer(title):
+        day = int(m.group(2))
+        if 1 <= day <= 31:
+            out.add(f"{_MONTHS[m.group(1).lower()]}-{day}")
+    for m in _DATE_DM.finditer(title):
+        day = int(m.group(1))
+        if 1 <= day <= 31:
+            out.add(f"{_MONTHS[m.group(2).lower()]}-{day}")
+    return tuple(sorted(out))
