@@ -1,0 +1,145 @@
+"""Where the CPU of a multi-process run goes: each step's CPU per process, and what is left
+outside the steps (Bytewax's exchange of items between processes, routing maps, sinks).
+
+Runs the file flow on an archive with 1 process, then with ``--procs N`` processes
+(``bytewax.testing.cluster_main`` on loopback), in one invocation, and prints per process its CPU
+seconds, each step's CPU (thread time inside the step's logic) and the rest. CPU, not wall time:
+it is what a busy machine cannot hide, and a step's CPU does not depend on the other processes.
+
+    .venv/bin/python bench/bench_steps.py ../shared/data/real-feeds/npr-ars-wgrz_2026-02_08.feeds.raw.jsonl.gz
+    .venv/bin/python bench/bench_steps.py --exchange     # Bytewax's own cost of one item crossing
+
+``--exchange`` measures the cost of moving an item between processes in Bytewax itself: 20,000
+dicts of ~1 KB through two keyed steps, on 1 process and on 2 (CPU of all processes summed); the
+difference per crossing is what every keyed step that sends an item to another process pays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_CHILD = r'''
+import collections, json, sys, time
+sys.path.insert(0, sys.argv[4])
+from newsflow.flows import isolation
+cpu = collections.Counter()
+items = collections.Counter()
+inner_on_item = isolation.Isolated.on_item
+
+def timed(self, value):
+    t = time.thread_time()
+    try:
+        return inner_on_item(self, value)
+    finally:
+        types = getattr(self.inner, "types", None)
+        k = self.stage + (":" + ",".join(sorted(types)) if types else "")
+        cpu[k] += time.thread_time() - t
+        items[k] += 1
+
+isolation.Isolated.on_item = timed
+from bytewax.testing import cluster_main, run_main
+from flows.entry import file_flow
+pid, n, port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+flow = file_flow()
+c0, t0 = time.process_time(), time.perf_counter()
+if n == 1:
+    run_main(flow)
+else:
+    cluster_main(flow, [f"127.0.0.1:{port + i}" for i in range(n)], pid)
+total = time.process_time() - c0
+print(json.dumps({"proc": pid, "cpu_s": round(total, 2), "wall_s": round(time.perf_counter() - t0, 2),
+                  "steps": {k: [round(v, 2), items[k]] for k, v in cpu.most_common()},
+                  "outside_steps_s": round(total - sum(cpu.values()), 2)}))
+'''
+
+_EXCHANGE = r'''
+import sys, time
+import bytewax.operators as op
+from bytewax.dataflow import Dataflow
+from bytewax.testing import TestingSource, TestingSink, cluster_main, run_main
+pid, n, port, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rec = {"title": "x" * 80, "body": "word " * 150, "ids": list(range(20)), "score": {"a": 1.5, "b": "zz"}}
+items = [(f"k{i % 16}", dict(rec, i=i)) for i in range(count)] if pid == 0 else []
+flow = Dataflow("exchange")
+s = op.input("in", flow, TestingSource(items))
+a = op.stateful_map("a", s, lambda st, v: (None, v["i"]))
+b = op.stateful_map("b", op.key_on("rekey", a, lambda kv: f"z{kv[1] % 16}"), lambda st, v: (None, v))
+op.output("out", b, TestingSink([]))
+c0 = time.process_time()
+if n == 1:
+    run_main(flow)
+else:
+    cluster_main(flow, [f"127.0.0.1:{port + i}" for i in range(n)], pid)
+print(time.process_time() - c0)
+'''
+
+
+def _run_procs(code: str, n: int, args: list[str], env: dict[str, str], port: int) -> list[str]:
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(i), str(n), str(port), *args], env=env,
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(n)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate()
+        if p.returncode:
+            raise SystemExit(f"process failed ({p.returncode}): {err[-2000:]}")
+        outs.append(out.strip().splitlines()[-1])
+    return outs
+
+
+def exchange(count: int) -> None:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    one = sum(float(x) for x in _run_procs(_EXCHANGE, 1, [str(count)], env, 47730))
+    two = sum(float(x) for x in _run_procs(_EXCHANGE, 2, [str(count)], env, 47730))
+    # with 16 keys per step spread over 2 workers, about half of the items cross at each of the
+    # two keyed steps (the input is on process 0): ~count crossings in all
+    print(json.dumps({"items": count, "cpu_s_1_process": round(one, 2), "cpu_s_2_processes": round(two, 2),
+                      "extra_us_per_crossing": round((two - one) / count * 1e6, 1)}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("archive", nargs="?")
+    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--exchange", action="store_true")
+    ap.add_argument("--count", type=int, default=20_000)
+    a = ap.parse_args()
+    if a.exchange:
+        exchange(a.count)
+        return
+    if not a.archive:
+        raise SystemExit("an archive (or --exchange)")
+    out = Path(tempfile.mkdtemp(prefix="newsflow-steps-"))
+    report: dict[str, object] = {"input": a.archive}
+    for n in (1, a.procs):
+        env = {**os.environ, "NEWSFLOW_INPUT": str(Path(a.archive).resolve()), "NEWSFLOW_OUT": str(out / f"p{n}"),
+               "PYTHONHASHSEED": "0"}
+        t0 = time.perf_counter()
+        rows = [json.loads(x) for x in _run_procs(_CHILD, n, [str(ROOT)], env, 47740)]
+        steps: collections.Counter[str] = collections.Counter()
+        for r in rows:
+            for k, (v, _) in r["steps"].items():
+                steps[k] += v
+        report[f"{n}_process" + ("es" if n > 1 else "")] = {
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "cpu_s_sum": round(sum(r["cpu_s"] for r in rows), 2),
+            "cpu_s_max_process": max(r["cpu_s"] for r in rows),
+            "outside_steps_s_sum": round(sum(r["outside_steps_s"] for r in rows), 2),
+            "steps_cpu_s_sum": {k: round(v, 2) for k, v in steps.most_common()},
+            "processes": rows,
+        }
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
