@@ -336,11 +336,23 @@ def test_story_state_days_survive_a_snapshot_and_a_merge() -> None:
     a = StoryState("sa", "a", T0, T0)
     a.add("abs-cbn", T0, {"patrol": 1.0}, 16, ("4-20",))
     b = StoryState.restore(a.snapshot())
-    assert b.day_keys() == ("4-20",) and b.other_days(("4-21",)) and not b.other_days(("4-20", "4-21"))
-    assert not b.other_days(())  # an undated title is never vetoed
+    assert b.day_keys() == ("abs-cbn|4-20",)
+    assert b.other_days("abs-cbn", ("4-21",)) and not b.other_days("abs-cbn", ("4-20", "4-21"))
+    assert not b.other_days("abs-cbn", ())  # an undated title is never vetoed
     old = StoryState.restore(a.snapshot()[:7])  # a snapshot from before the field
-    assert old.day_keys() == () and not old.other_days(("4-21",))
+    assert old.day_keys() == () and not old.other_days("abs-cbn", ("4-21",))
     sa = StoryAssigner(TUNED)
-    sa.stories["sa"], sa.stories["sb"] = a, StoryState("sb", "b", T0, T0, dates=("4-21",))
+    sa.stories["sa"], sa.stories["sb"] = a, StoryState("sb", "b", T0, T0, dates=("abs-cbn|4-21",))
     sa._merge(a, sa.stories["sb"])
-    assert a.day_keys() == ("4-20", "4-21")
+    assert a.day_keys() == ("abs-cbn|4-20", "abs-cbn|4-21")
+
+
+def test_another_outlets_date_is_about_the_event_not_an_episode() -> None:
+    """Real replay: "ABS-CBN legislative franchise expires May 4" (Philstar) names a deadline;
+    ABS-CBN's own "TV Patrol (5 May 2020) | ABS-CBN signing off" is the same event."""
+    from newsflow.dedup.stories import StoryState
+
+    st = StoryState("sa", "a", T0, T0)
+    st.add("philstar", T0, {"abs": 1.0}, 16, ("5-4",))
+    assert not st.other_days("abs-cbn news", ("5-5",))
+    assert st.other_days("philstar", ("5-5",))

@@ -196,8 +196,10 @@ class StoryConfig:
     #: a story accepts new members while its last member is younger than this (event time)
     story_idle_ms: int = 12 * HOUR_MS
     #: an article whose title names a calendar day ("TV Patrol North Luzon - April 16, 2020")
-    #: does not join a story whose titles name only other days: a programme's or a column's
-    #: episodes share every other word (:func:`~newsflow.text.titles.title_dates`)
+    #: does not join a story whose titles *from the same publisher* name only other days: one
+    #: outlet's programme or column episodes share every other word
+    #: (:func:`~newsflow.text.titles.title_dates`); other outlets' dates ("franchise expires
+    #: May 4") are about the event, not an episode, and do not count
     story_date_veto: bool = False
     #: weight of title bigrams and of URL-slug words relative to a title word
     bigram_weight: float = 1.0
@@ -713,7 +715,8 @@ class StoryState:
     #: sum of the members' unit TF-IDF vectors, the heaviest ``centroid_max_terms`` terms
     centroid: dict[str, float] = field(default_factory=dict)
     norm: float = 0.0
-    #: calendar days named by the members' titles (sorted "M-D" keys; the date veto)
+    #: calendar days named by the members' titles, per publisher (sorted "publisher|M-D" keys;
+    #: the date veto)
     dates: tuple[str, ...] = ()
 
     def add(self, publisher: str, time_ms: int, vec: Mapping[str, float], max_terms: int,
@@ -723,7 +726,7 @@ class StoryState:
         reaches twice that (amortized O(1) per term)."""
         self.count += 1
         if dates:
-            self.add_dates(dates)
+            self.add_dates(tuple(f"{publisher}|{d}" for d in dates))
         if publisher:
             self.publishers.add(publisher)
         if time_ms > self.last_ms:
@@ -752,11 +755,15 @@ class StoryState:
         """The title days (a state pickled before the field has none)."""
         return getattr(self, "dates", ())
 
-    def other_days(self, dates: tuple[str, ...]) -> bool:
-        """Whether titles naming ``dates`` belong to other days than this story's titles:
-        both name days and no day is shared."""
-        own = self.day_keys()
-        return bool(dates) and bool(own) and set(own).isdisjoint(dates)
+    def other_days(self, publisher: str, dates: tuple[str, ...]) -> bool:
+        """Whether a title of ``publisher`` naming ``dates`` is another episode than this
+        story's: the story has titles of that publisher naming days, and none of them is one of
+        ``dates``."""
+        if not dates:
+            return False
+        head = publisher + "|"
+        own = [k for k in self.day_keys() if k.startswith(head)]
+        return bool(own) and not any(head + d in own for d in dates)
 
     def snapshot(self) -> tuple[Any, ...]:
         return (self.story_id, self.first_ref, self.first_ms, self.last_ms, self.count,
@@ -898,7 +905,7 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
         st = stories[sid]
         if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
             continue
-        if dates and st.other_days(dates):
+        if dates and st.other_days(publisher or "", dates):
             continue
         s = dot / st.count if average and st.count else dot / st.norm
         thr = base * st.count ** -decay if decay else base
@@ -1296,7 +1303,7 @@ class StoryAssigner:
             if story is not None and cfg.reopen_closed_stories and \
                     now - story.last_ms >= mcfg.story_idle_ms:
                 story = None
-            if story is not None and story.other_days(features.dates):
+            if story is not None and story.other_days(features.publisher, features.dates):
                 # another episode of a dated series, not a copy of it
                 story, decision = None, Decision(UNIQUE, None, None, 0.0)
         if story is None and cfg.story_match and vec:
