@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from newsflow.core.exactbytes import exact_size
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.urls import SHARED_PLATFORMS, registrable_domain
 from newsflow.scoring.importance import story_phase
@@ -258,9 +259,8 @@ class StoryTracker:
 
 
 def _packed(rec: Mapping[str, Any]) -> bytes:
-    """The record's JSON as an exact-size copy (orjson's bytes keep their ~8 KB output buffer,
-    5x a record)."""
-    return bytes(memoryview(orjson.dumps(rec)))
+    """The record's JSON as an exact-size copy (orjson's bytes keep their output buffer)."""
+    return exact_size(orjson.dumps(rec))
 
 
 #: records per compressed block of :class:`MemberRecords` (a merge decompresses the blocks its
