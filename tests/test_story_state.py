@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from newsflow.core.timeutil import ms_to_iso
+from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.story_state import MemberRecords, StoryTracker, publisher_family, story_entity
 from newsflow.wire.codec import story_record
 from newsflow.wire.contracts import validate
@@ -177,3 +177,102 @@ def test_story_entity_equals_the_grams_by_publisher_definition() -> None:
         titles = [" ".join(rnd.choice(words) for _ in range(rnd.randint(2, 9))) for _ in range(rnd.randint(1, 6))]
         skip = {" ".join(rnd.choice(words) for _ in range(rnd.randint(1, 3))).lower() for _ in range(rnd.randint(0, 4))}
         assert story_entity(titles, skip) == reference(titles, skip), (titles, skip)
+
+
+class _PlainMemberRecords:
+    """The member-record store as it was before the compressed blocks (every record as its own
+    JSON bytes): the reference the blocks must equal."""
+
+    def __init__(self, window_ms: int = 72 * H) -> None:
+        self.window_ms, self.now_ms, self.swept = window_ms, -(1 << 62), -(1 << 62)
+        self.by_story: dict[str, dict[str, tuple[int, bytes]]] = {}
+
+    def add(self, r: dict[str, Any]) -> None:
+        t = iso_to_ms(r["published_at"])
+        self.now_ms = max(self.now_ms, t)
+        self.by_story.setdefault(r["story_id"], {})[r["key"]] = (t, orjson.dumps(r))
+
+    def merge(self, gone: str, into: str) -> list[dict[str, Any]]:
+        recs = self.by_story.pop(gone, None) if gone != into else None
+        out = []
+        for key, (t, raw) in (recs or {}).items():
+            r = orjson.loads(raw)
+            r["story_id"] = into
+            self.by_story.setdefault(into, {})[key] = (t, orjson.dumps(r))
+            out.append(r)
+        return out
+
+    def expire(self) -> int:
+        if self.now_ms // H <= self.swept:
+            return 0
+        self.swept = self.now_ms // H
+        n = 0
+        for sid in list(self.by_story):
+            old = [k for k, (t, _) in self.by_story[sid].items() if t < self.now_ms - self.window_ms]
+            for k in old:
+                del self.by_story[sid][k]
+            n += len(old)
+            if not self.by_story[sid]:
+                del self.by_story[sid]
+        return n
+
+
+def test_compressed_member_records_give_back_the_bytes_they_were_given() -> None:
+    """Records are packed into zlib blocks of many records at each batch end (``expire``); every
+    add / merge / expire / snapshot sequence gives what the plain store gives, byte for byte:
+    the records a merge emits again, and each story's kept records in order."""
+    import random
+
+    from newsflow.dedup.story_state import BLOCK_RECORDS
+
+    rnd = random.Random(7)
+    mr, ref = MemberRecords(), _PlainMemberRecords()
+    hour, packed = 0, 0
+    for step in range(3000):
+        op = rnd.random()
+        if op < 0.8:  # stories of every size; keys re-emitted (revisions); text with newlines
+            sid = f"s{min(rnd.randint(0, 40), rnd.randint(0, 40))}"
+            r = dict(rec(f"a{rnd.randint(0, 900)}", sid, T0 + hour * H, title=f"T {step}\n\"x\" é 😀 " * rnd.randint(1, 4),
+                         imp=rnd.random() * 100), key=f"k{rnd.randint(0, 1200)}")
+            mr.add(r)
+            ref.add(r)
+        elif op < 0.9:
+            a, b = f"s{rnd.randint(0, 40)}", f"s{rnd.randint(0, 40)}"
+            assert mr.merge(a, b) == ref.merge(a, b)
+        elif op < 0.98:  # a batch ends
+            hour += rnd.choice((0, 0, 1, 5))
+            assert mr.expire() == ref.expire()
+            packed += 1
+        else:  # the shard's snapshot, restored
+            mr = pickle.loads(pickle.dumps(mr))
+        assert len(mr) == sum(len(v) for v in ref.by_story.values())
+    assert packed > 100 and hour > 72  # records were packed, merged from blocks, and expired
+    assert list(mr.by_story) == list(ref.by_story)
+    for sid, recs in ref.by_story.items():
+        assert list(mr.by_story[sid]) == list(recs)
+        assert mr.records(sid) == [raw for _, raw in recs.values()]
+    mr.expire()
+    kept = [e for recs in mr.by_story.values() for e in recs.values()]
+    assert kept and all(len(e) == 3 for e in kept)  # every record in a block after a batch end
+    blocks = {id(e[1]): e[1] for e in kept}
+    assert len(blocks) < len(kept) / 4 and max(e[2] for e in kept) < BLOCK_RECORDS
+    assert sum(map(len, blocks.values())) < sum(len(raw) for recs in ref.by_story.values() for _, raw in recs.values()) / 3
+
+
+def test_member_records_of_an_older_snapshot_are_packed_at_the_next_batch() -> None:
+    """A snapshot of the store before the blocks (every record as JSON bytes, no pending list)
+    restores, merges as before and is packed at its next batch end."""
+    ref = _PlainMemberRecords()
+    for i in range(10):
+        ref.add(dict(rec(f"a{i}", f"s{i % 3}", T0 + i * H), key=f"k{i}"))
+    old = MemberRecords()
+    old.by_story = {sid: dict(recs) for sid, recs in ref.by_story.items()}
+    old.now_ms = ref.now_ms
+    state = dict(old.__dict__)
+    del state["_fresh"]
+    mr = MemberRecords.__new__(MemberRecords)
+    mr.__setstate__(state)
+    assert mr.merge("s1", "s0") == ref.merge("s1", "s0")
+    mr.expire()
+    assert all(len(e) == 3 for recs in mr.by_story.values() for e in recs.values())
+    assert [mr.records(s) for s in ref.by_story] == [[raw for _, raw in recs.values()] for recs in ref.by_story.values()]

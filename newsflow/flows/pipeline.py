@@ -37,6 +37,7 @@ from newsflow.connectors.files import END_OF_PARTITION, BodyRefError, resolve_bo
 from newsflow.connectors.inflight import InflightJournals
 from newsflow.core.alignment import END, EpochMerge
 from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fetched_at
+from newsflow.core.exactbytes import exact_size
 from newsflow.core.hashing import shard_of
 from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
@@ -264,7 +265,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
                 http_status=payload.status, items=res.items, malformed=res.malformed, undated=res.undated,
                 feed_format=res.feed_format, bozo=res.bozo, reliability=payload.reliability,
             )
-            out.append(Output(t.feed_health, payload.feed_id.encode(), dumps(h)))
+            out.append(Output(t.feed_health, payload.feed_id.encode(), exact_size(dumps(h))))
             # the digest's feed-health report gets it too, in input order, via a dedup shard
             out.append(ToShard(self.keys[0], HealthReport(f"{seq}:~", h, epoch=epoch)))
         return out
@@ -277,7 +278,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
 
 
 def _dl_out(topic: str, dl: DeadLetter) -> Output:
-    return Output(topic, dl.dl_id.encode(), dumps(deadletter_to_dict(dl)))
+    return Output(topic, dl.dl_id.encode(), exact_size(dumps(deadletter_to_dict(dl))))
 
 
 # ---------------------------------------------------------------- dedup shard (layers 1-2)
@@ -620,7 +621,7 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
         if final:
             self.previous[memory] = digest_memory(d)
         metrics.DIGESTS.labels(w.digest_type).inc()
-        return Output(self.s.kafka.topics.digests, d["digest_id"].encode(), dumps(d))
+        return Output(self.s.kafka.topics.digests, d["digest_id"].encode(), exact_size(dumps(d)))
 
     def _expire(self) -> None:
         assert self.wm is not None
@@ -702,7 +703,8 @@ def _record_output(topic: str, kind: type[ScoredArticle | MergedArticle | StoryU
         msg = kv[1]
         if not isinstance(msg, kind):
             return None
-        return Output(topic, msg.record[key_field].encode(), dumps(msg.record))
+        # (exact-size bytes: a batch's records wait for the sinks together, orjson's keep ~8 KB each)
+        return Output(topic, msg.record[key_field].encode(), exact_size(dumps(msg.record)))
 
     return select
 
