@@ -187,12 +187,18 @@ def test_rescore_fast_path_equals_the_rescorer() -> None:
     want = [adjust(r) for r in w.arts]
     assert _bits(fast[0]) == _bits([r["importance"] for r in want])
     assert [c[1] if c else None for c in fast[1]] == [r["story_tiers"] for r in want]
-    # an int component is converted as the builtin * does; a bool takes the slow path
-    w.cols["importance_components"][0] = {**w.cols["importance_components"][0], "recency": 100}
-    w.arts[0] = {**w.arts[0], "importance_components": w.cols["importance_components"][0]}
-    assert A._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)[0][0] == adjust(w.arts[0])["importance"]
-    w.cols["importance_components"][1] = {**w.cols["importance_components"][1], "depth": True}
-    assert A._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG) is None
+    # ints and bools among the floats compute as the builtin float * int does; a string, None
+    # or an int beyond int64 take the record-by-record path
+    for k, v in ((0, 100), (1, True), (2, 2**62 + 1)):
+        w.cols["importance_components"][k] = c = {**w.cols["importance_components"][k], "recency": v}
+        w.arts[k] = {**w.arts[k], "importance_components": c}
+        got = A._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
+        assert got is not None and _bits(got[0][: k + 1]) == _bits([adjust(r)["importance"] for r in w.arts[: k + 1]])
+    for v in ("5", None, 2**70):
+        odd = [dict(c) for c in w.cols["importance_components"]]
+        odd[5]["depth"] = v
+        assert A._rescore_fast(A._WindowRecords(w.arts, w.aids, {**w.cols, "importance_components": odd},
+                                                0, {}), cov, WIN.end_ms, DEFAULT_SCORE_CONFIG) is None
 
 
 # ---- clustering ------------------------------------------------------------------------
@@ -230,10 +236,25 @@ def test_radius_graph_from_candidates_is_the_sparse_products_graph(eps: float, m
     ref = W._radius_graph_sparse(X, eps)
     assert ref.nnz > 0
     assert _same(W.radius_graph(X, eps), ref)
+    big = sp.csr_matrix(X * 1.5)  # rows not unit: the float64 approximate product
+    assert _same(W.radius_graph(big, eps), W._radius_graph_sparse(big, eps))
     monkeypatch.setattr(W, "_ONE_CHUNK", 100)  # chunked approximate products
     assert _same(W.radius_graph(X, eps, chunk=128), ref)
     monkeypatch.setattr(W, "_DENSE_BUDGET", 0)  # no dense part
     assert _same(W.radius_graph(X, eps), ref)
+
+
+def test_row_centroid_dots() -> None:
+    """X[i] . C[cid[i]] with C the clusters' sums (the sort) and any C (the binary search)."""
+    X = _rows(400, seed=4)
+    cid = np.random.default_rng(2).integers(0, 30, 400)
+    M = sp.csr_matrix((np.ones(400), (cid, np.arange(400))), shape=(30, 400))
+    keep = sp.diags((np.arange(7000) < 3000).astype(np.float64))
+    for C in (sp.csr_matrix(M @ X), sp.csr_matrix(M @ X @ keep)):  # all terms / some dropped
+        C.eliminate_zeros()
+        C.sort_indices()
+        want = [float(X[i].multiply(C[int(cid[i])]).sum()) for i in range(400)]
+        assert np.allclose(A._row_centroid_dots(X, C, cid), want, rtol=1e-12, atol=1e-15)
 
 
 def test_exact_dots_are_the_sparse_products() -> None:

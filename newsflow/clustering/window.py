@@ -133,11 +133,12 @@ def radius_graph(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matri
 
     Each kept pair's similarity is the float ``X @ X.T`` gives (scipy's sparse product: the
     same products added in the same order), so the graph is the same whichever way the pairs
-    are found: from ``_HYBRID_MIN`` rows up, a cheaper approximate product (dense for the
-    terms most rows share, sparse for the rest; its sums differ from the exact ones by
-    < 1e-12) picks the pairs within a 1e-9 margin of the threshold, and only those are then
+    are found: from ``_HYBRID_MIN`` rows up, a cheaper approximate product (BLAS in float32
+    for the terms most rows share, sparse for the rest) picks the pairs within a margin of the
+    threshold larger than its worst-case error (float32 rounding of each product and sum:
+    ``(terms + 8) * 2**-23``; float64 for rows not L2-normalized: 1e-9), and only those are then
     computed exactly (:func:`_exact_dots`). (On 1,714 story centroids of a weekly window the
-    plain sparse product costs ~3x more: almost every pair shares some term.)"""
+    plain sparse product costs ~4x more: almost every pair shares some term.)"""
     n = X.shape[0]
     thr = 1.0 - eps - 1e-9
     X = sp.csr_matrix(X)
@@ -145,26 +146,29 @@ def radius_graph(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matri
         return _radius_graph_sparse(X, eps, chunk)
     norm2 = float(np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=X.data * X.data,
                               minlength=n).max())
-    margin = _MARGIN * max(1.0, norm2)
     df = np.bincount(X.indices, minlength=X.shape[1])
     # a term of d rows costs d^2 scattered products in the sparse product, n^2 dense ones
-    # (BLAS, ~100x cheaper each): dense when d > n / 10, within a memory budget
+    # (BLAS, ~100x cheaper each): dense when d > n / 24, within a memory budget
     by_df = np.argsort(-df, kind="stable")
-    n_heavy = min(int((df > n // 10).sum()), max(0, _DENSE_BUDGET // n))
+    n_heavy = min(int((df > n // 24).sum()), max(0, _DENSE_BUDGET // n))
     heavy = np.sort(by_df[:n_heavy])
     light = np.sort(by_df[n_heavy:][df[by_df[n_heavy:]] >= 2])  # a term of one row pairs none
-    D = X[:, heavy].toarray() if n_heavy else None
+    single = norm2 <= 4.0  # float32 for (near) unit rows: no overflow, a known relative error
+    dtype = np.float32 if single else np.float64
+    margin = ((2.0 * (n_heavy + 8) * 2.0**-24 if single else 0.0) + _MARGIN) * max(1.0, norm2)
+    lo = dtype(thr - 2.0 * margin)  # (rounded to the product's type: still below thr - margin)
+    D = X[:, heavy].toarray().astype(dtype, copy=False) if n_heavy else None
     L = X[:, light].tocsr() if len(light) else None
     LT = L.T.tocsr() if L is not None else None
     ri, ci = [], []
     step = n if n <= _ONE_CHUNK else chunk  # one chunk: D @ D.T is one symmetric BLAS product
     for s in range(0, n, step):
         e = min(n, s + step)
-        S = D[s:e] @ D.T if D is not None else np.zeros((e - s, n))
+        S = D[s:e] @ D.T if D is not None else np.zeros((e - s, n), dtype=dtype)
         if L is not None and LT is not None:
             P = (L[s:e] @ LT).tocoo()
-            S[P.row, P.col] += P.data
-        r, c = np.nonzero(thr - margin <= S)
+            S[P.row, P.col] += P.data.astype(dtype, copy=False)
+        r, c = np.nonzero(lo <= S)
         r = r.astype(np.int64) + s
         c = c.astype(np.int64)
         up = r < c  # the product is symmetric (the same products in the same order): i < j
@@ -180,7 +184,7 @@ def radius_graph(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matri
 
 #: from this many rows, :func:`radius_graph` finds candidate pairs approximately first
 _HYBRID_MIN = 256
-#: candidate margin around the threshold (the approximate sums are within ~1e-12 of exact)
+#: candidate margin around the threshold beyond the approximate product's own error
 _MARGIN = 1e-9
 #: up to this many rows, the approximate product is one chunk
 _ONE_CHUNK = 2048

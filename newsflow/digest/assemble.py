@@ -212,19 +212,21 @@ def _window_columns(
     n = len(rows)
     if n == 0:
         return None
-    disp, ms, aid, *cols = map(list, zip(*rows, strict=True))
-    del rows
+    disp = list(map(itemgetter(0), rows))
+    ms = list(map(itemgetter(1), rows))
+    aid = list(map(itemgetter(2), rows))
     scored = np.fromiter(map(SCORED_DISPOSITIONS.__contains__, disp), bool, n)
     si = np.flatnonzero(scored)
-    ms_s = [ms[i] for i in si.tolist()]
+    ms_s = ms if len(si) == n else [ms[i] for i in si.tolist()]
     if set(map(type, ms_s)) - {int}:
         return None  # a time to parse: one by one
     try:
         t = np.array(ms_s, dtype=np.int64)
     except OverflowError:
         return None
-    ins = si[(t >= window.start_ms) & (t < window.end_ms)].tolist()
-    ids = [aid[i] for i in ins]
+    inw = (t >= window.start_ms) & (t < window.end_ms)
+    ins = si.tolist() if inw.all() else si[inw].tolist()
+    ids = aid if len(ins) == n else [aid[i] for i in ins]
     if set(map(type, ids)) - {str} or not all(ids):
         return None
     first = dict(zip(ids, ins, strict=True))
@@ -239,7 +241,9 @@ def _window_columns(
     aids = sorted(first)
     idx = list(map(first.__getitem__, aids))
     arts = list(map(records.__getitem__, idx))
-    out = {k: list(map(c.__getitem__, idx)) for k, c in zip(_COLUMNS, cols, strict=True)}
+    # the other fields of the chosen rows, in id order, as columns
+    picked = list(zip(*map(rows.__getitem__, idx), strict=True))[3:] or [()] * len(_COLUMNS)
+    out = {k: list(v) for k, v in zip(_COLUMNS, picked, strict=True)}
     if w.preferred:
         for j, a_ in enumerate(aids):
             p = w.preferred.get(a_)
@@ -421,7 +425,7 @@ def _select(
     scores (:func:`_rescore_columns`), no record copied."""
     scores, cov = _rescore_columns(w, coverage, end_ms, score_config)
     lo = config.min_importance
-    keep = [i for i, v in enumerate(scores) if v >= lo]
+    keep = np.flatnonzero(np.array(scores, dtype=np.float64) >= lo).tolist()
     if len(keep) == len(scores):
         return _Selected(w, scores, cov)
     return _Selected(w.take(keep), [scores[i] for i in keep], [cov[i] for i in keep])
@@ -669,12 +673,27 @@ def _fallback_type(name: str) -> DigestType:
 
 def _row_centroid_dots(X: sp.csr_matrix, C: sp.csr_matrix, cid: np.ndarray) -> np.ndarray:
     """``X[i] . C[cid[i]]`` for every row, vectorized: each nonzero (i, t) of X looks up
-    C[cid[i], t] by binary search over C's sorted (row, term) keys."""
+    C[cid[i], t] (products summed in X's order, as before). When C is the sum of its rows'
+    X rows (every (cid[i], t) is one of C's entries, in C's sorted order), one integer sort of
+    the (cluster, term) keys, tagged with their place, gives every entry's position; else a
+    binary search per nonzero."""
     V = np.int64(X.shape[1])
     c_rows = np.repeat(np.arange(C.shape[0], dtype=np.int64), np.diff(C.indptr))
     c_keys = c_rows * V + C.indices.astype(np.int64)  # sorted: CSR rows, sorted indices
     x_rows = np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
     q = cid.astype(np.int64)[x_rows] * V + X.indices.astype(np.int64)
+    nnz = len(q)
+    bits = max(1, int(nnz - 1).bit_length())
+    if nnz and len(c_keys) and int(q.max()) < (1 << (62 - bits)):
+        tagged = np.sort((q << bits) | np.arange(nnz, dtype=np.int64))
+        sq = tagged >> bits
+        new = np.empty(nnz, dtype=bool)
+        new[0] = True
+        np.not_equal(sq[1:], sq[:-1], out=new[1:])
+        if int(new.sum()) == len(c_keys) and np.array_equal(sq[new], c_keys):
+            pos = np.empty(nnz, dtype=np.int64)
+            pos[tagged & ((1 << bits) - 1)] = np.cumsum(new) - 1
+            return np.bincount(x_rows, weights=X.data * C.data[pos], minlength=X.shape[0])
     pos = np.searchsorted(c_keys, q)
     pos[pos >= len(c_keys)] = 0
     hit = c_keys[pos] == q if len(c_keys) else np.zeros(len(q), dtype=bool)
@@ -862,7 +881,7 @@ def clear_memos() -> None:
 
     _LABELS.data.clear()
     for f in (_title_words, _text_stems, labels._entities_keyed, labels._title_entities,
-              labels._summary_sentences, labels._entities_text):
+              labels._summary_sentences, labels._entities_text, labels._spaced_words):
         f.cache_clear()
 
 
@@ -898,14 +917,20 @@ def _frozen_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, s
 def _key_stems(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> list[str]:
     """The topic's top stems (for the summary), from the titles and bodies of its lead and the
     members closest to the centroid."""
-    maps = [_text_stems(sel[i].get("title") or "", body_key(sel[i])) for i in c.ranked[:20]]
+    members = c.ranked[:20]
+    maps: list[dict[int, str]] = []  # read as far as needed (most stems are the lead's)
     out: list[str] = []
     for h in c.term_hashes:
-        for m in maps:
-            st = m.get(h)
+        k = 0
+        while k < len(members):
+            if k == len(maps):
+                r = sel[members[k]]
+                maps.append(_text_stems(r.get("title") or "", body_key(r)))
+            st = maps[k].get(h)
             if st is not None:  # a hash is the hash of one stem
                 out.append(st)
                 break
+            k += 1
         if len(out) == 5:
             break
     return out
@@ -1076,22 +1101,21 @@ def _rescore_fast(
 ) -> tuple[list[float], list[tuple[list[str], list[str]] | None]] | None:
     """:func:`_rescore_columns` when every article has all components (dicts of floats or
     ints) and story counts (else None)."""
-    n = len(w.arts)
     cols = w.cols
     comps = cols["importance_components"]
     if set(map(type, comps)) != {dict}:
         return None
     if any(not set(COMPONENTS) <= set(keys) for keys in set(map(tuple, comps))):
         return None
-    vals = list(zip(*map(_USED, comps), strict=True))
-    if not set(map(type, itertools.chain.from_iterable(vals))) <= {float, int}:
-        return None  # (bool, Decimal, ...: the builtin operations, one by one)
-    rec, rel, dep = (np.array(v, dtype=np.float64) for v in vals)
-    skeys = list(zip(cols["story_id"], cols["_sc"], strict=True))
-    fkeys = list(zip(cols["feed_id"], cols["tier"], strict=True))
-    try:
-        ustories = {k: i for i, k in enumerate(dict.fromkeys(skeys))}
-        ufeeds = {k: i for i, k in enumerate(dict.fromkeys(fkeys))}
+    rec, rel, dep = arrs = [np.array(v) for v in zip(*map(_USED, comps), strict=True)]
+    # floats, ints, or both (converted as the builtin float * int does); anything else (bool,
+    # str, Decimal, None, ints beyond int64) gives another dtype: one by one
+    if any(a.dtype.kind not in "fi" or a.dtype.itemsize != 8 for a in arrs):
+        return None
+    rec, rel, dep = (a.astype(np.float64, copy=False) for a in arrs)
+    try:  # per article: its (story, counts) and (feed, tier) as codes
+        gs, ustories = _codes(cols["story_id"], cols["_sc"])
+        gf, ufeeds = _codes(cols["feed_id"], cols["tier"])
     except TypeError:  # unhashable
         return None
     if any(sc is None for _, sc in ustories):
@@ -1103,8 +1127,6 @@ def _rescore_fast(
         wc[j], pubs, tiers = part.story(sid, sc)
         story_cov.append((pubs, tiers))
     wa = np.fromiter((part.feed(fid, tier) for fid, tier in ufeeds), np.float64, len(ufeeds))
-    gs = np.fromiter(map(ustories.__getitem__, skeys), np.int64, n)
-    gf = np.fromiter(map(ufeeds.__getitem__, fkeys), np.int64, n)
     _, w1, _, w3, w4 = cfg.weights
     x = _builtin_sum((wa[gf], w1 * rec, wc[gs], w3 * rel, w4 * dep))
     x = np.where(x > 0.0, x, 0.0)  # max(0.0, x), NaN -> 0.0 as max() does
@@ -1112,6 +1134,20 @@ def _rescore_fast(
     scores = _py_round(x, cfg.ndigits)
     cov: list[tuple[list[str], list[str]] | None] = list(map(story_cov.__getitem__, gs.tolist()))
     return scores, cov
+
+
+def _codes(a: list[Any], b: list[Any]) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
+    """(a code per pair ``(a[i], b[i])``, the distinct pairs by code): equal pairs (as tuples
+    compare) share a code."""
+    n = len(a)
+    ca: dict[Any, int] = {}
+    cb: dict[Any, int] = {}
+    # a value's code is the position it first appeared at (setdefault: the first one stays)
+    ia = np.fromiter(map(ca.setdefault, a, itertools.count()), np.int64, n)
+    ib = np.fromiter(map(cb.setdefault, b, itertools.count()), np.int64, n)
+    uniq, code = np.unique(ia * n + ib, return_inverse=True)
+    pairs = [(a[i], b[j]) for i, j in zip((uniq // n).tolist(), (uniq % n).tolist(), strict=True)]
+    return code.ravel().astype(np.int64, copy=False), pairs
 
 
 def _builtin_sum(cols: Sequence[np.ndarray]) -> np.ndarray:
