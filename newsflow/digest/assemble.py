@@ -13,21 +13,25 @@ any order gives byte-identical ``orjson.dumps`` output.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
+import hashlib
 import itertools
 import struct
+import sys
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from operator import itemgetter, methodcaller
+from typing import Any, overload
 
 import numpy as np
 import scipy.sparse as sp
 import xxhash
 
-from newsflow.clustering.window import cluster_articles, tfidf_from_counts
-from newsflow.core.hashing import stable_id
+from newsflow.clustering.window import cluster_articles, story_groups_of, tfidf_from_counts
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
 from newsflow.digest.coverage import StoryCoverage
@@ -134,16 +138,201 @@ def _preferred_copies(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping
     the most words when several were)."""
     best: dict[str, Mapping[str, Any]] = {}
     for r in records:
-        if r.get("disposition") != "exact_duplicate" or not r.get("preferred"):
-            continue
-        root = r.get("duplicate_of")
-        if not root:
-            continue
-        cur = best.get(root)
-        k = (int(r.get("word_count") or 0), str(r.get("key") or ""))
-        if cur is None or k > (int(cur.get("word_count") or 0), str(cur.get("key") or "")):
-            best[root] = r
+        if r.get("disposition") == "exact_duplicate":
+            _prefer(best, r)
     return best
+
+
+def _prefer(best: dict[str, Mapping[str, Any]], r: Mapping[str, Any]) -> None:
+    """:func:`_preferred_copies` for one ``exact_duplicate`` record."""
+    if not r.get("preferred"):
+        return
+    root = r.get("duplicate_of")
+    if not root:
+        return
+    cur = best.get(root)
+    k = (int(r.get("word_count") or 0), str(r.get("key") or ""))
+    if cur is None or k > (int(cur.get("word_count") or 0), str(cur.get("key") or "")):
+        best[root] = r
+
+
+#: what assembly reads of every article, as columns (:class:`_WindowRecords`)
+_COLUMNS = ("importance_components", "story_id", "_sc", "feed_id", "tier", "_th", "_tc")
+
+
+@dataclass(slots=True)
+class _WindowRecords:
+    """The window's scored articles (one record per article id, its latest revision, shown
+    with its ``preferred`` URL duplicate's fields), sorted by id, with the columns assembly
+    reads of every one of them; the distinct duplicate keys; the stories' duplicate copies."""
+
+    arts: list[Mapping[str, Any]]
+    aids: list[str]  # article ids
+    cols: dict[str, list[Any]]  # field (_COLUMNS) -> values, one per article (None: missing)
+    duplicates: int
+    copies: dict[str, list[tuple[str, Any]]]  # :func:`story_copies`
+
+    def take(self, idx: list[int]) -> _WindowRecords:
+        """The articles ``idx`` (in that order)."""
+        g = idx.__iter__
+        return _WindowRecords(list(map(self.arts.__getitem__, g())), list(map(self.aids.__getitem__, g())),
+                              {k: list(map(v.__getitem__, g())) for k, v in self.cols.items()},
+                              self.duplicates, self.copies)
+
+
+def _window_records(
+    records: Sequence[Mapping[str, Any]], window: DigestWindow, config: DigestConfig
+) -> _WindowRecords:
+    """What :func:`select_records` (before its ``adjust`` and importance cut) and
+    :func:`story_copies` read of the records. Digest entries (the flow's) are read field by
+    field for all records at once (:func:`_window_columns`); other records one by one."""
+    fast = _window_columns(records, window, config)
+    if fast is not None:
+        return fast
+    w = _window_pass(records, window, config, range(len(records)), scored_too=True)
+    cols = {k: list(map(methodcaller("get", k), w.arts)) for k in _COLUMNS}
+    return _WindowRecords(w.arts, w.aids, cols, w.duplicates, w.copies)
+
+
+_ENTRY_FIELDS = {b: itemgetter("disposition", f"{b}_ms", "article_id", *_COLUMNS) for b in ("published", "fetched")}
+
+
+def _window_columns(
+    records: Sequence[Mapping[str, Any]], window: DigestWindow, config: DigestConfig
+) -> _WindowRecords | None:
+    """:func:`_window_records` when every record has every field read (digest entries): one
+    pass picks them all; the scored articles are then chosen on columns (times and ids checked
+    for type, collisions of ids resolved one by one), duplicates go through
+    :func:`_window_pass`. None when a record lacks a field or a time is not an int."""
+    basis = "fetched" if config.time_basis == "fetched" else "published"
+    try:
+        rows = list(map(_ENTRY_FIELDS[basis], records))
+    except (KeyError, TypeError):
+        return None
+    n = len(rows)
+    if n == 0:
+        return None
+    disp = list(map(itemgetter(0), rows))
+    ms = list(map(itemgetter(1), rows))
+    aid = list(map(itemgetter(2), rows))
+    scored = np.fromiter(map(SCORED_DISPOSITIONS.__contains__, disp), bool, n)
+    si = np.flatnonzero(scored)
+    ms_s = ms if len(si) == n else [ms[i] for i in si.tolist()]
+    if set(map(type, ms_s)) - {int}:
+        return None  # a time to parse: one by one
+    try:
+        t = np.array(ms_s, dtype=np.int64)
+    except OverflowError:
+        return None
+    inw = (t >= window.start_ms) & (t < window.end_ms)
+    ins = si.tolist() if inw.all() else si[inw].tolist()
+    ids = aid if len(ins) == n else [aid[i] for i in ins]
+    if set(map(type, ids)) - {str} or not all(ids):
+        return None
+    first = dict(zip(ids, ins, strict=True))
+    if len(first) < len(ids):  # revisions / re-emits: the latest of each id, as _window_pass
+        first = {}
+        for a_, i in zip(ids, ins, strict=True):
+            cur = first.setdefault(a_, i)
+            if cur != i and _record_key(records[i]) > _record_key(records[cur]):
+                first[a_] = i
+    others = np.flatnonzero(~scored).tolist()
+    w = _window_pass(records, window, config, others, scored_too=False)
+    aids = sorted(first)
+    idx = list(map(first.__getitem__, aids))
+    arts = list(map(records.__getitem__, idx))
+    # the other fields of the chosen rows, in id order, as columns
+    picked = list(zip(*map(rows.__getitem__, idx), strict=True))[3:] or [()] * len(_COLUMNS)
+    out = {k: list(v) for k, v in zip(_COLUMNS, picked, strict=True)}
+    if w.preferred:
+        for j, a_ in enumerate(aids):
+            p = w.preferred.get(a_)
+            if p is not None:
+                arts[j] = r = _shown(arts[j], p)
+                for k in _COLUMNS:
+                    out[k][j] = r.get(k)
+    return _WindowRecords(arts, aids, out, w.duplicates, w.copies)
+
+
+def _shown(r: Mapping[str, Any], p: Mapping[str, Any]) -> dict[str, Any]:
+    """The article ``r`` shown with its preferred URL duplicate ``p``'s title, text and link."""
+    return {**r, **{f: p.get(f) for f in _SHOWN_FIELDS if p.get(f) is not None}}
+
+
+@dataclass(slots=True)
+class _Pass:
+    arts: list[Mapping[str, Any]]
+    aids: list[str]
+    duplicates: int
+    copies: dict[str, list[tuple[str, Any]]]
+    preferred: dict[str, Mapping[str, Any]]
+
+
+def _window_pass(
+    records: Sequence[Mapping[str, Any]], window: DigestWindow, config: DigestConfig,
+    which: Iterable[int], *, scored_too: bool,
+) -> _Pass:
+    """The records ``which`` one by one, in order: the window's scored articles (with
+    ``scored_too``; latest revision per id, sorted by id, preferred copies applied), the
+    distinct duplicate keys, the stories' copies and the preferred URL duplicates."""
+    preferred: dict[str, Mapping[str, Any]] = {}
+    latest: dict[str, Mapping[str, Any]] = {}
+    dup_keys: set[str] = set()
+    copies: dict[str, list[tuple[str, Any]]] = {}
+    copy_seen: set[str] = set()
+    start, end = window.start_ms, window.end_ms
+    basis = config.time_basis
+    ms_field = "fetched_ms" if basis == "fetched" else "published_ms"
+    scored = SCORED_DISPOSITIONS
+    for i in which:
+        r = records[i]
+        disp = r.get("disposition")
+        if disp in scored:
+            if not scored_too:
+                continue
+            t = r.get(ms_field)
+            if type(t) is not int:
+                try:
+                    t = article_time_ms(r, basis)
+                except (KeyError, TypeError, ValueError):
+                    continue
+            if not start <= t < end:
+                continue
+            aid = r.get("article_id")
+            if not aid:
+                continue
+            if type(aid) is not str:
+                aid = str(aid)
+            cur = latest.setdefault(aid, r)
+            if cur is not r and _record_key(r) > _record_key(cur):
+                latest[aid] = r
+            continue
+        if disp == "exact_duplicate":
+            _prefer(preferred, r)  # whatever its time
+        if disp not in DUPLICATE_DISPOSITIONS:
+            continue
+        try:
+            t = article_time_ms(r, basis)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not start <= t < end:
+            continue
+        dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
+        sid = r.get("story_id")
+        if sid:  # the story's copies: one per distinct article
+            key = str(r.get("article_id") or r.get("key") or "")
+            if key not in copy_seen:
+                copy_seen.add(key)
+                pub = str(r.get("publisher") or r.get("feed_id") or "")
+                copies.setdefault(str(sid), []).append((pub, r.get("tier")))
+    aids = sorted(latest)
+    arts = list(map(latest.__getitem__, aids))
+    if preferred:
+        for j, a in enumerate(aids):
+            p = preferred.get(a)
+            if p is not None:
+                arts[j] = _shown(arts[j], p)
+    return _Pass(arts, aids, len(dup_keys), copies, preferred)
 
 
 def select_records(
@@ -159,42 +348,12 @@ def select_records(
     URL duplicate was ``preferred`` by dedup (more content) is shown with that copy's title,
     text and link. ``adjust(rec) -> rec`` (e.g. re-scoring) runs before the importance cut.
     """
-    records = records if isinstance(records, list) else list(records)
-    preferred = _preferred_copies(records)
-    latest: dict[str, Mapping[str, Any]] = {}
-    dup_keys: set[str] = set()
-    start, end = window.start_ms, window.end_ms
-    ms_field = "fetched_ms" if config.time_basis == "fetched" else "published_ms"
-    for r in records:
-        t = r.get(ms_field)
-        if type(t) is not int:
-            try:
-                t = article_time_ms(r, config.time_basis)
-            except (KeyError, TypeError, ValueError):
-                continue
-        if not start <= t < end:
-            continue
-        disp = r.get("disposition")
-        if disp not in SCORED_DISPOSITIONS:
-            if disp in DUPLICATE_DISPOSITIONS:
-                dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
-            continue
-        aid = r.get("article_id")
-        if not aid:
-            continue
-        aid = str(aid)
-        cur = latest.get(aid)
-        if cur is None or _record_key(r) > _record_key(cur):
-            latest[aid] = r
-    arts = [latest[a] for a in sorted(latest)]
-    for i, r in enumerate(arts):
-        p = preferred.get(str(r["article_id"]))
-        if p is not None:
-            arts[i] = {**r, **{f: p.get(f) for f in _SHOWN_FIELDS if p.get(f) is not None}}
+    w = _window_records(records if isinstance(records, list) else list(records), window, config)
+    arts = w.arts
     if adjust is not None:
         arts = [adjust(r) for r in arts]
     sel = [r for r in arts if _score(r) >= config.min_importance]
-    return sel, len(arts), len(dup_keys)
+    return sel, len(arts), w.duplicates
 
 
 def story_copies(
@@ -205,23 +364,71 @@ def story_copies(
     """story id -> (publisher, tier) of the window's duplicate copies (exact and near), so a
     digest item can credit every outlet that carried the story, not only the scored ones.
     One entry per distinct article: a copy's later versions (``#rN``) are the same article."""
-    seen: set[str] = set()
-    out: dict[str, list[tuple[str, Any]]] = {}
-    for r in records:
-        if r.get("disposition") not in DUPLICATE_DISPOSITIONS or not r.get("story_id"):
-            continue
-        key = str(r.get("article_id") or r.get("key") or "")
-        if key in seen:
-            continue
-        try:
-            if not window.contains(article_time_ms(r, config.time_basis)):
-                continue
-        except (KeyError, TypeError, ValueError):
-            continue
-        seen.add(key)
-        pub = str(r.get("publisher") or r.get("feed_id") or "")
-        out.setdefault(str(r["story_id"]), []).append((pub, r.get("tier")))
-    return out
+    return _window_records(records if isinstance(records, list) else list(records), window, config).copies
+
+
+class _Selected(Sequence[Mapping[str, Any]]):
+    """The window's selected articles (sorted by id), each as assembly reads it: the record
+    re-scored as of the window's end (:func:`_rescorer`'s copy: new importance, components
+    dropped, the story's publishers and tiers as of the end). Columns (``aids``, ``scores``,
+    ``cols``, ``base``: the records before re-scoring, same ids, stories, tiers and texts)
+    serve the passes over every article; a copy is made only for an article read one by one
+    (leads, related items, labels), when first read."""
+
+    __slots__ = ("_cov", "_made", "aids", "base", "cols", "scores")
+
+    def __init__(self, w: _WindowRecords, scores: list[float],
+                 cov: list[tuple[list[str], list[str]] | None]) -> None:
+        self.base = w.arts
+        self.aids = w.aids
+        self.cols = w.cols
+        self.scores = scores
+        self._cov = cov  # per article: its story's (publishers, tiers); None: not re-scored
+        self._made: dict[int, Mapping[str, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    @overload
+    def __getitem__(self, i: int) -> Mapping[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Mapping[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        r = self._made.get(i)
+        if r is None:
+            b = self.base[i]
+            cov = self._cov[i]
+            if cov is None:
+                r = b
+            else:
+                pubs, tiers = cov
+                r = {**b, "importance": self.scores[i], "importance_components": None,
+                     "story_publishers": pubs or b.get("story_publishers"),
+                     "story_tiers": tiers or b.get("story_tiers")}
+            self._made[i] = r
+        return r
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        return (self[i] for i in range(len(self.base)))
+
+
+def _select(
+    w: _WindowRecords,
+    coverage: StoryCoverage,
+    end_ms: int,
+    config: DigestConfig,
+    score_config: ScoreConfig,
+) -> _Selected:
+    """:func:`select_records` with :func:`_rescorer` as ``adjust``, on columns: the same
+    scores (:func:`_rescore_columns`), no record copied."""
+    scores, cov = _rescore_columns(w, coverage, end_ms, score_config)
+    lo = config.min_importance
+    keep = np.flatnonzero(np.array(scores, dtype=np.float64) >= lo).tolist()
+    if len(keep) == len(scores):
+        return _Selected(w, scores, cov)
+    return _Selected(w.take(keep), [scores[i] for i in keep], [cov[i] for i in keep])
 
 
 def assemble_digest(
@@ -247,7 +454,55 @@ def assemble_digest(
     the feeds' reliability (the flow keeps one across windows); scores are recomputed from it
     as of the window's end (:func:`rescore_as_of`) with ``score_config`` (the flow's scoring
     configuration). Default: built from ``records``.
+
+    The cyclic garbage collector is paused while assembling (:func:`_gc_paused`).
     """
+    with _gc_paused():
+        return _assemble(records, window, schedule, previous, feed_health, config, final, coverage,
+                         score_config)
+
+
+_GC_LOCK = threading.Lock()
+_GC_PAUSES = [0]  # assemblies running; the one that paused a running collector resumes it
+_GC_RESUME = [False]
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection during an assembly (thread-safe; re-entrant).
+
+    Assembly allocates ~10 container objects per article (columns, the TF-IDF rows' bytes,
+    labels' tuples) that die before it returns, and creates no reference cycles of note; with
+    the collector running, the ones alive during young collections were promoted, and a
+    weekly window of 100k articles triggered 2-3 full collections, each walking every object
+    the process keeps (all the windows' entries): 1.4-1.7 s of a 3 s assembly here. Paused,
+    they die by reference counting before any collection sees them. Outputs do not depend on
+    it."""
+    with _GC_LOCK:
+        if _GC_PAUSES[0] == 0:
+            _GC_RESUME[0] = gc.isenabled()
+            gc.disable()
+        _GC_PAUSES[0] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC_PAUSES[0] -= 1
+            if _GC_PAUSES[0] == 0 and _GC_RESUME[0]:
+                gc.enable()
+
+
+def _assemble(
+    records: Iterable[Mapping[str, Any]],
+    window: DigestWindow,
+    schedule: DigestSchedule | None,
+    previous: Mapping[str, Any] | None,
+    feed_health: FeedHealthAccumulator | Mapping[str, Any] | Iterable[Mapping[str, Any]] | None,
+    config: DigestConfig,
+    final: bool,
+    coverage: StoryCoverage | None,
+    score_config: ScoreConfig,
+) -> dict[str, Any]:
     sched = schedule or DigestSchedule()
     dtype = (
         sched.type(window.digest_type)
@@ -261,16 +516,19 @@ def assemble_digest(
         coverage = StoryCoverage().extend(records)
     # analyzed once (the flow keeps entries: no text is analyzed again per window)
     records = digest_entries(records, title_weight=config.title_weight, body_words=config.body_words)
-    sel, article_count, dups = select_records(
-        records, window, config, adjust=_rescorer(coverage, window.end_ms, score_config))
-    copies = story_copies(records, window, config)
+    # one pass over the records; the selection re-scored as of the end on columns (the same
+    # scores as select_records(..., adjust=_rescorer(...)), no record copied)
+    wrecs = _window_records(records, window, config)
+    article_count, dups, copies = len(wrecs.arts), wrecs.duplicates, wrecs.copies
+    sel = _select(wrecs, coverage, window.end_ms, config, score_config)
 
     clusters: list[_Cluster] = []
     X = None
     vocab = np.zeros(0, np.uint64)
     if sel:
-        X, vocab = tfidf_from_counts([r["_th"] for r in sel], [r["_tc"] for r in sel])
-        labels = cluster_articles(X, sel, config)
+        X, vocab = tfidf_from_counts(sel.cols["_th"], sel.cols["_tc"])
+        labels = cluster_articles(X, sel.base, config,
+                                  groups=story_groups_of(sel.cols["story_id"], sel.aids))
         clusters = _build_clusters(sel, X, vocab, labels)
         for c in clusters:
             c.copies = _cluster_copies(c, sel, copies)
@@ -279,7 +537,7 @@ def assemble_digest(
     prev_index = list((previous or {}).get("topic_index") or [])
     has_prev = previous is not None
     # rank: best score, then size, then the lead's id
-    clusters.sort(key=lambda c: (-c.score, -c.size, sel[c.lead]["article_id"]))
+    clusters.sort(key=lambda c: (-c.score, -c.size, sel.base[c.lead]["article_id"]))
     trends: dict[str, str | None] = {}
     if not has_prev:
         checks.append(
@@ -415,12 +673,27 @@ def _fallback_type(name: str) -> DigestType:
 
 def _row_centroid_dots(X: sp.csr_matrix, C: sp.csr_matrix, cid: np.ndarray) -> np.ndarray:
     """``X[i] . C[cid[i]]`` for every row, vectorized: each nonzero (i, t) of X looks up
-    C[cid[i], t] by binary search over C's sorted (row, term) keys."""
+    C[cid[i], t] (products summed in X's order, as before). When C is the sum of its rows'
+    X rows (every (cid[i], t) is one of C's entries, in C's sorted order), one integer sort of
+    the (cluster, term) keys, tagged with their place, gives every entry's position; else a
+    binary search per nonzero."""
     V = np.int64(X.shape[1])
     c_rows = np.repeat(np.arange(C.shape[0], dtype=np.int64), np.diff(C.indptr))
     c_keys = c_rows * V + C.indices.astype(np.int64)  # sorted: CSR rows, sorted indices
     x_rows = np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
     q = cid.astype(np.int64)[x_rows] * V + X.indices.astype(np.int64)
+    nnz = len(q)
+    bits = max(1, int(nnz - 1).bit_length())
+    if nnz and len(c_keys) and int(q.max()) < (1 << (62 - bits)):
+        tagged = np.sort((q << bits) | np.arange(nnz, dtype=np.int64))
+        sq = tagged >> bits
+        new = np.empty(nnz, dtype=bool)
+        new[0] = True
+        np.not_equal(sq[1:], sq[:-1], out=new[1:])
+        if int(new.sum()) == len(c_keys) and np.array_equal(sq[new], c_keys):
+            pos = np.empty(nnz, dtype=np.int64)
+            pos[tagged & ((1 << bits) - 1)] = np.cumsum(new) - 1
+            return np.bincount(x_rows, weights=X.data * C.data[pos], minlength=X.shape[0])
     pos = np.searchsorted(c_keys, q)
     pos[pos >= len(c_keys)] = 0
     hit = c_keys[pos] == q if len(c_keys) else np.zeros(len(q), dtype=bool)
@@ -429,7 +702,7 @@ def _row_centroid_dots(X: sp.csr_matrix, C: sp.csr_matrix, cid: np.ndarray) -> n
 
 
 def _build_clusters(
-    sel: Sequence[Mapping[str, Any]], X: sp.csr_matrix, vocab: np.ndarray, labels: np.ndarray
+    sel: _Selected, X: sp.csr_matrix, vocab: np.ndarray, labels: np.ndarray
 ) -> list[_Cluster]:
     n = len(sel)
     lab = np.asarray(labels, dtype=np.int64).copy()
@@ -449,30 +722,82 @@ def _build_clusters(
     cn = np.sqrt(np.asarray(C.multiply(C).sum(axis=1)).ravel())
     cn[cn == 0.0] = 1.0
     sims = _row_centroid_dots(X, C, cid) / cn[cid]
-    score_l = [_score(r) for r in sel]
-    scores = np.array(score_l)
+    score_l = sel.scores
+    scores = np.array(score_l, dtype=np.float64)
     # lead: closest to the centroid, then importance, then tier, then id (``sel`` is sorted by
     # id: the index is the id's rank); one stable lexsort for all clusters
-    near = np.array([round(v, 9) for v in sims.tolist()])
-    tiers = np.array([_tier_rank(r.get("tier")) for r in sel], dtype=np.int64)
+    near = np.array(_py_round(sims, 9))
+    tiers = np.fromiter(map(TIER_RANK.get, sel.cols["tier"], itertools.repeat(6)), np.int64, n)
     order = np.lexsort((np.arange(n), tiers, -scores, -near, cid))
     bounds = np.searchsorted(cid[order], np.arange(m + 1))
     order_l, bounds_l = order.tolist(), bounds.tolist()
+    # members in id order: one stable sort by cluster
+    by_id = np.argsort(cid, kind="stable")
+    by_id_l = by_id.tolist()
+    cmax = _cluster_max(scores, score_l, bounds_l, by_id_l)
+    stories = _cluster_stories(sel.cols["story_id"], cid, m)
+    aids = sel.aids
     out = []
     for c in range(m):
-        ranked = order_l[bounds_l[c]:bounds_l[c + 1]]
-        mem = sorted(ranked) if len(ranked) > 1 else ranked
+        b0, b1 = bounds_l[c], bounds_l[c + 1]
+        ranked = order_l[b0:b1]
+        mem = by_id_l[b0:b1]
         cl = _Cluster(mem)
         cl.ranked = ranked
         cl.lead = ranked[0]
-        cl.score = round(float(max([score_l[i] for i in mem])), 2)
+        cl.score = round(cmax[c], 2)
         s0, s1 = C.indptr[c], C.indptr[c + 1]
         idx, val = C.indices[s0:s1], C.data[s0:s1]
         top = idx[np.lexsort((vocab[idx], -val))[:8]]
         cl.term_hashes = [int(h) for h in vocab[top]]
-        cl.stories = sorted({str(sel[i].get("story_id")) for i in mem if sel[i].get("story_id")})
-        cl.key = stable_id(*sorted(sel[i]["article_id"] for i in mem))
+        cl.stories = stories[c]
+        # stable_id(*sorted member ids): members in id order are sorted (ids are strings)
+        cl.key = _joined_id([aids[i] for i in mem])
         out.append(cl)
+    return out
+
+
+
+
+def _joined_id(parts: list[str]) -> str:
+    """:func:`~newsflow.core.hashing.stable_id` of ``parts`` (NUL-separated, blake2b, 8 bytes)
+    from one joined string: the same bytes, one hash update."""
+    return hashlib.blake2b("\x00".join(parts).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _cluster_max(
+    scores: np.ndarray, score_l: list[float], bounds: list[int], by_id: list[int]
+) -> list[float]:
+    """Per cluster, ``float(max(member scores))`` (members in id order)."""
+    m = len(bounds) - 1
+    if m == 0:
+        return []
+    if np.isfinite(scores).all() and (scores > 0.0).all():  # max() of positive floats: the largest
+        top: list[float] = np.maximum.reduceat(scores[np.asarray(by_id)], np.asarray(bounds[:-1])).tolist()
+        return top
+    return [float(max([score_l[i] for i in by_id[bounds[c]:bounds[c + 1]]])) for c in range(m)]
+
+
+def _cluster_stories(sids: Sequence[Any], cid: np.ndarray, m: int) -> list[list[str]]:
+    """Per cluster, the sorted distinct story ids (as strings) of its members."""
+    out: list[list[str]] = [[] for _ in range(m)]
+    if set(map(type, sids)) == {str} and all(sids):  # the usual case: every article has a story
+        names = sorted(set(sids))
+        code = {k: j for j, k in enumerate(names)}  # codes in string order
+        codes = np.fromiter(map(code.__getitem__, sids), np.int64, len(sids))
+        ccid = cid
+    else:
+        has = [i for i, x in enumerate(sids) if x]
+        if not has:
+            return out
+        strs = [str(sids[i]) for i in has]
+        names = sorted(set(strs))
+        code = {k: j for j, k in enumerate(names)}
+        codes = np.fromiter(map(code.__getitem__, strs), np.int64, len(strs))
+        ccid = cid[np.asarray(has, dtype=np.int64)]
+    pairs = np.unique(ccid * len(names) + codes)
+    for c, j in zip((pairs // len(names)).tolist(), (pairs % len(names)).tolist(), strict=True):
+        out[c].append(names[j])
     return out
 
 
@@ -556,7 +881,7 @@ def clear_memos() -> None:
 
     _LABELS.data.clear()
     for f in (_title_words, _text_stems, labels._entities_keyed, labels._title_entities,
-              labels._summary_sentences, labels._entities_text):
+              labels._summary_sentences, labels._entities_text, labels._spaced_words):
         f.cache_clear()
 
 
@@ -592,14 +917,20 @@ def _frozen_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, s
 def _key_stems(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> list[str]:
     """The topic's top stems (for the summary), from the titles and bodies of its lead and the
     members closest to the centroid."""
-    maps = [_text_stems(sel[i].get("title") or "", body_key(sel[i])) for i in c.ranked[:20]]
+    members = c.ranked[:20]
+    maps: list[dict[int, str]] = []  # read as far as needed (most stems are the lead's)
     out: list[str] = []
     for h in c.term_hashes:
-        for m in maps:
-            st = m.get(h)
+        k = 0
+        while k < len(members):
+            if k == len(maps):
+                r = sel[members[k]]
+                maps.append(_text_stems(r.get("title") or "", body_key(r)))
+            st = maps[k].get(h)
             if st is not None:  # a hash is the hash of one stem
                 out.append(st)
                 break
+            k += 1
         if len(out) == 5:
             break
     return out
@@ -652,18 +983,53 @@ def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str
     return label, ent, terms
 
 
+class _RescorerParts:
+    """What re-scoring needs beyond a record's components, looked up once per window: (story,
+    its counts as scored) -> (weighted corroboration, publishers, tiers) as of the end; (feed,
+    tier) -> weighted authority with the feed's reliability as of the end."""
+
+    def __init__(self, coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig) -> None:
+        self.coverage, self.end_ms, self.cfg = coverage, end_ms, cfg
+        self.stories: dict[Any, tuple[list[str], list[str]]] = {}
+        self.feeds: dict[Any, float | None] = {}
+        self.auth: dict[tuple[Any, float | None], float] = {}
+
+    def story(self, sid: Any, sc: tuple[int, int]) -> tuple[float, list[str], list[str]]:
+        cov = self.stories.get(sid)
+        if cov is None:
+            cov = self.stories[sid] = self.coverage.as_of(sid, self.end_ms)
+        pubs, tiers = cov
+        w2 = self.cfg.weights[2]
+        return w2 * corroboration_score(max(len(pubs), sc[0]), max(len(tiers), sc[1])), pubs, tiers
+
+    def feed(self, fid: Any, tier: Any) -> float:
+        if fid not in self.feeds:
+            self.feeds[fid] = self.coverage.reliability_of(fid, self.end_ms)
+        rel = self.feeds[fid]
+        a = self.auth.get((tier, rel))
+        if a is None:
+            cfg = self.cfg
+            a = self.auth[(tier, rel)] = authority_score(
+                tier, rel, tier_scores=cfg.tier_scores, unknown_tier_score=cfg.unknown_tier_score)
+        return float(self.cfg.weights[0] * a)
+
+
+def _rescorer_parts(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig) -> _RescorerParts:
+    return _RescorerParts(coverage, end_ms, cfg)
+
+
 def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_SCORE_CONFIG) -> Any:
     """:func:`rescore_as_of` for the many records of one window, the same score (same float
     operations in the same order as :func:`newsflow.scoring.importance.rescore`) at a fraction
     of the cost: each story's coverage, each feed's reliability and each (tier, reliability)
     authority looked up once; the record's components are not re-emitted (assembly reads the
     score only), so the returned copy drops them rather than keep stale ones."""
-    stories: dict[Any, tuple[list[str], list[str]]] = {}
-    feeds: dict[Any, float | None] = {}
-    auth: dict[tuple[Any, float | None], float] = {}
-    w0, w1, w2, w3, w4 = cfg.weights
+    _, w1, _, w3, w4 = cfg.weights
     nd = cfg.ndigits
     assert COMPONENTS == ("authority", "recency", "corroboration", "relevance", "depth")
+    part = _rescorer_parts(coverage, end_ms, cfg)
+    by_story: dict[Any, tuple[float, list[str], list[str]]] = {}
+    by_feed: dict[Any, float] = {}
 
     def adjust(rec: Mapping[str, Any]) -> Mapping[str, Any]:
         comps = rec.get("importance_components")
@@ -676,41 +1042,150 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
             sc = story_counts(rec)
         got = by_story.get((sid, sc))
         if got is None:
-            got = by_story[(sid, sc)] = story_part(sid, sc)
+            got = by_story[(sid, sc)] = part.story(sid, sc)
         wc, pubs, tiers = got
         wa = by_feed.get((fid, tier))
         if wa is None:
-            wa = by_feed[(fid, tier)] = feed_part(fid, tier)
+            wa = by_feed[(fid, tier)] = part.feed(fid, tier)
         # the same sum() as weighted_importance (3.12's sum() of floats is compensated)
         x = sum((wa, w1 * comps["recency"], wc, w3 * comps["relevance"], w4 * comps["depth"]))
         return {**rec, "importance": round(min(100.0, max(0.0, x)), nd), "importance_components": None,
                 "story_publishers": pubs or rec.get("story_publishers"),
                 "story_tiers": tiers or rec.get("story_tiers")}
 
-    #: what re-scoring needs beyond the record's components, looked up once per window:
-    #: (story, its counts as scored) -> (weighted corroboration, publishers, tiers) as of the
-    #: end; (feed, tier) -> weighted authority with the feed's reliability as of the end
-    by_story: dict[Any, tuple[float, list[str], list[str]]] = {}
-    by_feed: dict[Any, float] = {}
-
-    def story_part(sid: Any, sc: tuple[int, int]) -> tuple[float, list[str], list[str]]:
-        cov = stories.get(sid)
-        if cov is None:
-            cov = stories[sid] = coverage.as_of(sid, end_ms)
-        pubs, tiers = cov
-        return w2 * corroboration_score(max(len(pubs), sc[0]), max(len(tiers), sc[1])), pubs, tiers
-
-    def feed_part(fid: Any, tier: Any) -> float:
-        if fid not in feeds:
-            feeds[fid] = coverage.reliability_of(fid, end_ms)
-        rel = feeds[fid]
-        a = auth.get((tier, rel))
-        if a is None:
-            a = auth[(tier, rel)] = authority_score(
-                tier, rel, tier_scores=cfg.tier_scores, unknown_tier_score=cfg.unknown_tier_score)
-        return w0 * a
-
     return adjust
+
+
+
+
+def _rescore_columns(
+    w: _WindowRecords, coverage: StoryCoverage, end_ms: int,
+    cfg: ScoreConfig = DEFAULT_SCORE_CONFIG,
+) -> tuple[list[float], list[tuple[list[str], list[str]] | None]]:
+    """Per article: (its score as of ``end_ms``, its story's (publishers, tiers) as of then, or
+    None when it is not re-scored), the very floats of :func:`_rescorer` (its importance or,
+    without components, :func:`_score`), computed on columns: per story and per feed once,
+    per article a few numpy operations (the same float operations, in the same order, as
+    :func:`~newsflow.scoring.importance.weighted_importance`'s ``sum()`` and ``round()``).
+    Anything unusual (a record without all components or story counts, a component that is
+    not a float or an int) takes :func:`_rescorer` itself, record by record."""
+    n = len(w.arts)
+    if n == 0:
+        return [], []
+    fast = _rescore_fast(w, coverage, end_ms, cfg)
+    if fast is not None:
+        return fast
+    adjust = _rescorer(coverage, end_ms, cfg)
+    scores: list[float] = []
+    cov: list[tuple[list[str], list[str]] | None] = []
+    stories: dict[Any, tuple[list[str], list[str]]] = {}
+    for r in w.arts:
+        a = adjust(r)
+        scores.append(_score(a))
+        if a is r:
+            cov.append(None)
+        else:
+            sid = r.get("story_id")
+            got = stories.get(sid)
+            if got is None:
+                got = stories[sid] = coverage.as_of(sid, end_ms)
+            cov.append(got)
+    return scores, cov
+
+
+_USED = itemgetter("recency", "relevance", "depth")
+
+
+def _rescore_fast(
+    w: _WindowRecords, coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig,
+) -> tuple[list[float], list[tuple[list[str], list[str]] | None]] | None:
+    """:func:`_rescore_columns` when every article has all components (dicts of floats or
+    ints) and story counts (else None)."""
+    cols = w.cols
+    comps = cols["importance_components"]
+    if set(map(type, comps)) != {dict}:
+        return None
+    if any(not set(COMPONENTS) <= set(keys) for keys in set(map(tuple, comps))):
+        return None
+    rec, rel, dep = arrs = [np.array(v) for v in zip(*map(_USED, comps), strict=True)]
+    # floats, ints, or both (converted as the builtin float * int does); anything else (bool,
+    # str, Decimal, None, ints beyond int64) gives another dtype: one by one
+    if any(a.dtype.kind not in "fi" or a.dtype.itemsize != 8 for a in arrs):
+        return None
+    rec, rel, dep = (a.astype(np.float64, copy=False) for a in arrs)
+    try:  # per article: its (story, counts) and (feed, tier) as codes
+        gs, ustories = _codes(cols["story_id"], cols["_sc"])
+        gf, ufeeds = _codes(cols["feed_id"], cols["tier"])
+    except TypeError:  # unhashable
+        return None
+    if any(sc is None for _, sc in ustories):
+        return None
+    part = _rescorer_parts(coverage, end_ms, cfg)
+    wc = np.empty(len(ustories))
+    story_cov: list[tuple[list[str], list[str]]] = []
+    for j, (sid, sc) in enumerate(ustories):
+        wc[j], pubs, tiers = part.story(sid, sc)
+        story_cov.append((pubs, tiers))
+    wa = np.fromiter((part.feed(fid, tier) for fid, tier in ufeeds), np.float64, len(ufeeds))
+    _, w1, _, w3, w4 = cfg.weights
+    x = _builtin_sum((wa[gf], w1 * rec, wc[gs], w3 * rel, w4 * dep))
+    x = np.where(x > 0.0, x, 0.0)  # max(0.0, x), NaN -> 0.0 as max() does
+    x = np.where(x < 100.0, x, 100.0)  # min(100.0, x)
+    scores = _py_round(x, cfg.ndigits)
+    cov: list[tuple[list[str], list[str]] | None] = list(map(story_cov.__getitem__, gs.tolist()))
+    return scores, cov
+
+
+def _codes(a: list[Any], b: list[Any]) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
+    """(a code per pair ``(a[i], b[i])``, the distinct pairs by code): equal pairs (as tuples
+    compare) share a code."""
+    n = len(a)
+    ca: dict[Any, int] = {}
+    cb: dict[Any, int] = {}
+    # a value's code is the position it first appeared at (setdefault: the first one stays)
+    ia = np.fromiter(map(ca.setdefault, a, itertools.count()), np.int64, n)
+    ib = np.fromiter(map(cb.setdefault, b, itertools.count()), np.int64, n)
+    uniq, code = np.unique(ia * n + ib, return_inverse=True)
+    pairs = [(a[i], b[j]) for i, j in zip((uniq // n).tolist(), (uniq % n).tolist(), strict=True)]
+    return code.ravel().astype(np.int64, copy=False), pairs
+
+
+def _builtin_sum(cols: Sequence[np.ndarray]) -> np.ndarray:
+    """Elementwise ``sum((c0[i], c1[i], ...))`` of float columns, the same float as the builtin:
+    left to right from 0 (Python 3.11); with Neumaier's compensation from 3.12 on."""
+    with np.errstate(over="ignore", invalid="ignore"):  # inf and nan as the builtin's
+        f: np.ndarray = np.add(0.0, cols[0])
+        if sys.version_info < (3, 12):
+            for c in cols[1:]:
+                f = f + c
+            return f
+        comp = np.zeros_like(f)
+        for x in cols[1:]:
+            t = f + x
+            comp += np.where(np.abs(f) >= np.abs(x), (f - t) + x, (x - t) + f)
+            f = t
+        out: np.ndarray = np.where((comp != 0.0) & np.isfinite(comp), f + comp, f)
+    return out
+
+
+def _py_round(x: np.ndarray, nd: int) -> list[float]:
+    """``[round(v, nd) for v in x]`` (Python's correctly rounded decimal rounding, half to
+    even on the exact binary value), vectorized: ``rint(v * 10**nd) / 10**nd`` is that float
+    unless ``v * 10**nd`` lies within its own rounding error of a half-integer (or is too big
+    or not finite): those few take ``round()``."""
+    if not 0 <= nd <= 15:
+        return [round(v, nd) for v in x.tolist()]
+    p = float(10**nd)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = x * p
+        k = np.rint(y)
+        out = k / p
+        ay = np.abs(y)
+        bad = ~(ay < 2.0**50) | (np.abs(np.abs(y - np.trunc(y)) - 0.5) <= ay * 2.0**-50 + 2.0**-1000)
+    res: list[float] = out.tolist()
+    for i in np.flatnonzero(bad).tolist():
+        res[i] = round(float(x[i]), nd)
+    return res
 
 
 def rescore_as_of(rec: Mapping[str, Any], coverage: StoryCoverage, end_ms: int,
@@ -739,7 +1214,7 @@ def _cluster_copies(
 
 def _item(
     c: _Cluster,
-    sel: Sequence[Mapping[str, Any]],
+    sel: _Selected,
     trend: str | None,
     wr: tuple[int, int],
     config: DigestConfig,
@@ -747,14 +1222,15 @@ def _item(
     lead = sel[c.lead]
     label, ent, terms = _label(c, sel)
     others = [i for i in c.members if i != c.lead]
-    others.sort(
-        key=lambda i: (-_score(sel[i]), _tier_rank(sel[i].get("tier")), sel[i]["article_id"])
-    )
+    # the members' scores, tiers, ids, publishers from the columns (a topic may hold thousands)
+    sc, bs = sel.scores, sel.base
+    others.sort(key=lambda i: (-sc[i], _tier_rank(bs[i].get("tier")), bs[i]["article_id"]))
     pubs: dict[str, int] = {}
     for i in others:
-        p = str(sel[i].get("publisher") or sel[i].get("feed_id") or "")
+        r = bs[i]
+        p = str(r.get("publisher") or r.get("feed_id") or "")
         if p:
-            pubs[p] = min(pubs.get(p, 9), _tier_rank(sel[i].get("tier")))
+            pubs[p] = min(pubs.get(p, 9), _tier_rank(r.get("tier")))
     extra = c.copies
     for p, tier in extra:
         if p:

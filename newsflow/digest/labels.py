@@ -56,8 +56,14 @@ def _entities_text(title: str, body: str) -> tuple[tuple[str, int], ...]:
     out: dict[str, int] = dict.fromkeys(body_ents, 1)
     if title and not is_title_case(title.split()):
         confirmed = {e.lower() for e in body_ents}
+        plain: list[str] | None = None  # the title's phrases without sentence-initial words
         for e in capitalized_phrases(title, skip_initial=False):
-            if e.lower() in confirmed or e in capitalized_phrases(title):
+            if e.lower() in confirmed:
+                out[e] = 2
+                continue
+            if plain is None:
+                plain = capitalized_phrases(title)
+            if e in plain:
                 out[e] = 2
     return tuple(out.items())
 
@@ -98,12 +104,19 @@ def title_entities(r: Mapping[str, Any]) -> dict[str, str]:
 def _title_entities(title: str, body: str | bytes) -> tuple[tuple[str, str], ...]:
     """:func:`title_entities` by (title, :func:`body_key`), memoized: every window showing
     the article asks again."""
-    tl = f" {' '.join(words(title))} "
+    tl = _spaced_words(title)
     found: dict[str, str] = {}
     for e, w in _entities_keyed(title, body):
-        if w == 2 or f" {' '.join(words(e))} " in tl:
+        if w == 2 or _spaced_words(e) in tl:
             found.setdefault(e.lower(), e)
     return tuple(found.items())
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _spaced_words(text: str) -> str:
+    """`` w1 w2 ... `` (the text's lower-cased words between spaces), memoized: the same
+    names come back in many articles."""
+    return f" {' '.join(words(text))} "
 
 
 def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:

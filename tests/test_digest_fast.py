@@ -1,0 +1,334 @@
+"""The digest's column-wise fast paths give the very bytes of the record-by-record code: the
+one-pass window selection, re-scoring on columns (``sum()`` and ``round()`` emulated), the
+radius graph from candidate pairs, the TF-IDF vocabulary lookup, cluster keys, and the garbage
+collector pause around an assembly."""
+
+from __future__ import annotations
+
+import gc
+import math
+import random
+import struct
+
+import numpy as np
+import orjson
+import pytest
+import scipy.sparse as sp
+
+import newsflow.clustering.window as W
+import newsflow.digest.assemble as A
+from newsflow.core.hashing import stable_id
+from newsflow.core.timeutil import ms_to_iso
+from newsflow.digest.config import DigestConfig
+from newsflow.digest.coverage import StoryCoverage
+from newsflow.digest.entries import digest_entries
+from newsflow.scoring.importance import DEFAULT_SCORE_CONFIG
+from tests.test_digest_entries import START, WIN, _records
+
+
+def _bits(xs: list[float]) -> list[bytes]:
+    return [struct.pack("<d", x) for x in xs]  # tells -0.0 from 0.0, compares NaN
+
+
+# ---- sum() and round() on columns ----------------------------------------------------------
+def test_py_round_is_round() -> None:
+    rng = random.Random(7)
+    xs = [rng.uniform(-1, 1) * 10 ** rng.randint(-12, 14) for _ in range(20_000)]
+    xs += [k / 8 for k in range(-200, 200)] + [k / 1000 + 0.0005 for k in range(2000)]  # ties
+    xs += [2.675, 1.005, 0.125, 0.375, -0.0, 0.0, 1e300, -1e-300, 2.0**52 + 0.5, 2.0**60,
+           math.inf, -math.inf, math.nan, 99.995, 100.0, 14.995]
+    for nd in (0, 1, 2, 9, 15, 17):
+        got = A._py_round(np.array(xs), nd)
+        want = [round(x, nd) for x in xs]
+        assert _bits(got) == _bits(want), nd
+
+
+def test_builtin_sum_is_sum() -> None:
+    """The same floats as the running interpreter's ``sum()`` (plain on 3.11, compensated from
+    3.12), with mixed magnitudes and cancellations."""
+    rng = random.Random(11)
+    cols = []
+    for _ in range(5):
+        col = [rng.choice([rng.uniform(0, 100), rng.uniform(-1e16, 1e16), rng.uniform(-1, 1) * 1e-9,
+                           float(rng.randint(-3, 3)), 1e308, -1e308, 0.1, -0.0]) for _ in range(20_000)]
+        cols.append(col)
+    got = A._builtin_sum([np.array(c) for c in cols]).tolist()
+    want = [sum(t) for t in zip(*cols, strict=True)]
+    assert _bits(got) == _bits(want)
+
+
+# ---- window selection and re-scoring ------------------------------------------------------
+def _window_mix(seed: int = 5) -> list[dict]:
+    """Scored articles with revisions and re-emits, URL duplicates (one preferred), near
+    duplicates, articles outside the window, records without components."""
+    recs = _records(300, seed)
+    rng = random.Random(seed)
+    out = list(recs)
+    for r in rng.sample(recs, 40):  # later revisions and re-emits of the same article
+        out.append({**r, "revision_no": 1, "title": r["title"] + " (updated)", "importance": 50.0})
+        out.append(dict(r))
+    for k, r in enumerate(rng.sample(recs, 30)):
+        d = {**r, "key": f"dup{k}", "article_id": f"dup{k}", "disposition": "exact_duplicate",
+             "duplicate_of": r["article_id"], "preferred": k % 2 == 0, "word_count": 900,
+             "title": "Preferred copy " + r["title"], "url": f"https://copy.example/{k}", "publisher": f"Copy {k % 4}"}
+        out.append(d)
+        if k % 3 == 0:
+            out.append({**d, "key": f"near{k}", "article_id": f"near{k}", "disposition": "near_duplicate"})
+    for k, r in enumerate(rng.sample(recs, 20)):  # outside the window / unusual records
+        if k % 2:
+            out.append({**r, "key": f"old{k}", "article_id": f"old{k}", "published_at": ms_to_iso(START - 10)})
+        else:
+            out.append({**r, "key": f"nc{k}", "article_id": f"nc{k}", "importance_components": None})
+    rng.shuffle(out)
+    return out
+
+
+def test_window_columns_equal_the_record_by_record_pass() -> None:
+    ents = digest_entries(_window_mix())
+    cfg = DigestConfig()
+    fast = A._window_columns(ents, WIN, cfg)
+    assert fast is not None
+    slow = A._window_pass(ents, WIN, cfg, range(len(ents)), scored_too=True)
+    assert fast.aids == slow.aids and fast.arts == slow.arts
+    assert (fast.duplicates, fast.copies) == (slow.duplicates, slow.copies)
+    for k in A._COLUMNS:
+        assert fast.cols[k] == [r.get(k) for r in slow.arts], k
+    # records that are not entries (no columns to pick) take the record-by-record pass
+    assert A._window_columns(_window_mix(), WIN, cfg) is None
+
+
+def _reference_select(records, window, config, adjust):
+    """select_records and story_copies as they were before the one-pass selection (the spec)."""
+    preferred = {}
+    for r in records:
+        if r.get("disposition") != "exact_duplicate" or not r.get("preferred"):
+            continue
+        root = r.get("duplicate_of")
+        if not root:
+            continue
+        cur = preferred.get(root)
+        k = (int(r.get("word_count") or 0), str(r.get("key") or ""))
+        if cur is None or k > (int(cur.get("word_count") or 0), str(cur.get("key") or "")):
+            preferred[root] = r
+    latest, dup_keys = {}, set()
+    for r in records:
+        try:
+            t = A.article_time_ms(r, config.time_basis)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not window.start_ms <= t < window.end_ms:
+            continue
+        disp = r.get("disposition")
+        if disp not in A.SCORED_DISPOSITIONS:
+            if disp in A.DUPLICATE_DISPOSITIONS:
+                dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
+            continue
+        aid = r.get("article_id")
+        if not aid:
+            continue
+        aid = str(aid)
+        cur = latest.get(aid)
+        if cur is None or A._record_key(r) > A._record_key(cur):
+            latest[aid] = r
+    arts = [latest[a] for a in sorted(latest)]
+    for i, r in enumerate(arts):
+        p = preferred.get(str(r["article_id"]))
+        if p is not None:
+            arts[i] = {**r, **{f: p.get(f) for f in A._SHOWN_FIELDS if p.get(f) is not None}}
+    arts = [adjust(r) for r in arts]
+    sel = [r for r in arts if A._score(r) >= config.min_importance]
+    seen, copies = set(), {}
+    for r in records:
+        if r.get("disposition") not in A.DUPLICATE_DISPOSITIONS or not r.get("story_id"):
+            continue
+        key = str(r.get("article_id") or r.get("key") or "")
+        if key in seen:
+            continue
+        try:
+            if not window.contains(A.article_time_ms(r, config.time_basis)):
+                continue
+        except (KeyError, TypeError, ValueError):
+            continue
+        seen.add(key)
+        pub = str(r.get("publisher") or r.get("feed_id") or "")
+        copies.setdefault(str(r["story_id"]), []).append((pub, r.get("tier")))
+    return sel, len(arts), len(dup_keys), copies
+
+
+@pytest.mark.parametrize("time_basis", ["published", "fetched"])
+def test_selection_on_columns_equals_select_records(time_basis: str) -> None:
+    recs = _window_mix()
+    cov = StoryCoverage().extend(recs)
+    for k in range(7):
+        cov.add_health({"feed_id": f"f{k}", "at": ms_to_iso(START + k * 3_600_000), "reliability": 0.5 + k / 14})
+    cfg = DigestConfig(time_basis=time_basis, min_importance=58.0)
+    for given in (digest_entries(recs), recs):  # entries (columns) and records (one by one)
+        want, n, dups, copies = _reference_select(given, WIN, cfg, A._rescorer(cov, WIN.end_ms))
+        assert A.select_records(given, WIN, cfg, adjust=A._rescorer(cov, WIN.end_ms)) == (want, n, dups)
+        assert A.story_copies(given, WIN, cfg) == copies
+        w = A._window_records(given, WIN, cfg)
+        sel = A._select(w, cov, WIN.end_ms, cfg, DEFAULT_SCORE_CONFIG)
+        assert (len(w.arts), w.duplicates, w.copies) == (n, dups, copies)
+        assert [dict(r) for r in sel] == [dict(r) for r in want]
+        assert sel.scores == [A._score(r) for r in want]
+        assert sel.aids == [r["article_id"] for r in want]
+        assert 0 < len(sel) < n and copies
+
+
+def test_rescore_fast_path_equals_the_rescorer() -> None:
+    recs = _records(400, seed=9)
+    cov = StoryCoverage().extend(recs)
+    for k in range(7):
+        cov.add_health({"feed_id": f"f{k}", "at": ms_to_iso(START + k * 3_600_000), "reliability": 0.3 + k / 10})
+    w = A._window_records(digest_entries(recs), WIN, DigestConfig())
+    fast = A._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
+    assert fast is not None
+    adjust = A._rescorer(cov, WIN.end_ms)
+    want = [adjust(r) for r in w.arts]
+    assert _bits(fast[0]) == _bits([r["importance"] for r in want])
+    assert [c[1] if c else None for c in fast[1]] == [r["story_tiers"] for r in want]
+    # ints and bools among the floats compute as the builtin float * int does; a string, None
+    # or an int beyond int64 take the record-by-record path
+    for k, v in ((0, 100), (1, True), (2, 2**62 + 1)):
+        w.cols["importance_components"][k] = c = {**w.cols["importance_components"][k], "recency": v}
+        w.arts[k] = {**w.arts[k], "importance_components": c}
+        got = A._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
+        assert got is not None and _bits(got[0][: k + 1]) == _bits([adjust(r)["importance"] for r in w.arts[: k + 1]])
+    for v in ("5", None, 2**70):
+        odd = [dict(c) for c in w.cols["importance_components"]]
+        odd[5]["depth"] = v
+        assert A._rescore_fast(A._WindowRecords(w.arts, w.aids, {**w.cols, "importance_components": odd},
+                                                0, {}), cov, WIN.end_ms, DEFAULT_SCORE_CONFIG) is None
+
+
+# ---- clustering ------------------------------------------------------------------------
+def _rows(n: int, seed: int) -> sp.csr_matrix:
+    """L2-normalized rows: topics of shared terms (some in most rows), rare terms, copies."""
+    rng = np.random.default_rng(seed)
+    rows, cols, vals = [], [], []
+    for i in range(n - 1):
+        topic = int(rng.integers(0, 25))
+        terms = set(rng.choice(40, 6).tolist())  # common terms: dense in the product
+        terms |= set((100 + topic * 30 + rng.choice(30, 12)).tolist())
+        terms |= set((2000 + rng.choice(5000, 5)).tolist())  # rare terms
+        for t in sorted(terms):
+            rows.append(i)
+            cols.append(t)
+            vals.append(float(rng.uniform(0.1, 2.0)))
+    first = [k for k, r in enumerate(rows) if r == 0]
+    rows += [n - 1] * len(first)  # identical documents: distance 0
+    cols += [cols[k] for k in first]
+    vals += [vals[k] for k in first]
+    X = sp.csr_matrix((vals, (rows, cols)), shape=(n, 7000))
+    X = sp.csr_matrix(sp.diags(1.0 / np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())) @ X)
+    X.sort_indices()
+    return X
+
+
+def _same(a: sp.csr_matrix, b: sp.csr_matrix) -> bool:
+    return (a.shape == b.shape and np.array_equal(a.indptr, b.indptr)
+            and np.array_equal(a.indices, b.indices) and _bits(a.data.tolist()) == _bits(b.data.tolist()))
+
+
+@pytest.mark.parametrize("eps", [0.2, 0.4, 0.6])
+def test_radius_graph_from_candidates_is_the_sparse_products_graph(eps: float, monkeypatch) -> None:
+    X = _rows(700, seed=int(eps * 10))
+    ref = W._radius_graph_sparse(X, eps)
+    assert ref.nnz > 0
+    assert _same(W.radius_graph(X, eps), ref)
+    big = sp.csr_matrix(X * 1.5)  # rows not unit: the float64 approximate product
+    assert _same(W.radius_graph(big, eps), W._radius_graph_sparse(big, eps))
+    monkeypatch.setattr(W, "_ONE_CHUNK", 100)  # chunked approximate products
+    assert _same(W.radius_graph(X, eps, chunk=128), ref)
+    monkeypatch.setattr(W, "_DENSE_BUDGET", 0)  # no dense part
+    assert _same(W.radius_graph(X, eps), ref)
+
+
+def test_row_centroid_dots() -> None:
+    """X[i] . C[cid[i]] with C the clusters' sums (the sort) and any C (the binary search)."""
+    X = _rows(400, seed=4)
+    cid = np.random.default_rng(2).integers(0, 30, 400)
+    M = sp.csr_matrix((np.ones(400), (cid, np.arange(400))), shape=(30, 400))
+    keep = sp.diags((np.arange(7000) < 3000).astype(np.float64))
+    for C in (sp.csr_matrix(M @ X), sp.csr_matrix(M @ X @ keep)):  # all terms / some dropped
+        C.eliminate_zeros()
+        C.sort_indices()
+        want = [float(X[i].multiply(C[int(cid[i])]).sum()) for i in range(400)]
+        assert np.allclose(A._row_centroid_dots(X, C, cid), want, rtol=1e-12, atol=1e-15)
+
+
+def test_exact_dots_are_the_sparse_products() -> None:
+    X = _rows(300, seed=3)
+    S = (X @ X.T.tocsr()).toarray()
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(0, 300, 5000), rng.integers(0, 300, 5000)
+    assert _bits(W._exact_dots(X, i, j).tolist()) == _bits(S[i, j].tolist())
+
+
+def test_vocabulary_positions_are_uniques_inverse() -> None:
+    rng = np.random.default_rng(1)
+    for vals in (rng.integers(0, 2**63, 50_000, dtype=np.uint64).repeat(3),
+                 rng.integers(0, 2000, 50_000).astype(np.uint64),  # skewed: binary search
+                 np.array([5], dtype=np.uint64), np.zeros(0, dtype=np.uint64)):
+        rng.shuffle(vals)
+        v, inv = np.unique(vals, return_inverse=True)
+        got = W._sorted_unique(vals)
+        assert np.array_equal(got, v)
+        assert np.array_equal(W._positions(got, vals), inv.ravel())
+
+
+def test_story_groups_of_columns() -> None:
+    sel = [{"story_id": s, "article_id": f"a{i}"} for i, s in enumerate(["x", "y", None, "x", "", "z", "y"])]
+    got, n = W.story_groups(sel)
+    assert (got.tolist(), n) == ([0, 1, 2, 0, 3, 4, 1], 5)
+    got, n = W.story_groups([{"story_id": s, "article_id": "a"} for s in ["b", "a", "b"]])
+    assert (got.tolist(), n) == ([0, 1, 0], 2)
+
+
+def test_joined_id_is_stable_id() -> None:
+    for parts in ([], ["a"], ["a", "b"], ["ab"], ["x\ud800y", "é", ""], [f"id{i}" for i in range(500)]):
+        assert A._joined_id(parts) == stable_id(*parts)
+
+
+# ---- the garbage collector pause -------------------------------------------------------
+def test_gc_is_paused_during_assembly_and_restored() -> None:
+    seen = []
+    orig = A._assemble
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        with A._gc_paused():  # re-entrant
+            seen.append(gc.isenabled())
+        seen.append(gc.isenabled())
+        return orig(*a, **k)
+
+    recs = _records(50)
+    try:
+        A._assemble = spy
+        assert gc.isenabled()
+        d1 = A.assemble_digest(recs, WIN)
+        assert gc.isenabled() and seen == [False, False, False]
+        gc.disable()  # a caller that paused it itself keeps it paused
+        A.assemble_digest(recs, WIN)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        A._assemble = orig
+    assert orjson.dumps(A.assemble_digest(recs, WIN)) == orjson.dumps(d1)
+
+
+def test_scores_rescored_from_entries_and_records_agree() -> None:
+    """A whole digest: records with every unusual case give the same bytes as their entries
+    (columns) and as their entries with one lacking a field (record by record)."""
+    recs = _window_mix(seed=8)
+    cov = StoryCoverage().extend(recs)
+    a = orjson.dumps(A.assemble_digest(recs, WIN, coverage=cov))
+    ents = digest_entries(recs)
+    b = orjson.dumps(A.assemble_digest(ents, WIN, coverage=cov))
+    odd = [dict(e) for e in ents]
+    del odd[3]["tier"]
+    c = orjson.dumps(A.assemble_digest(odd, WIN, coverage=cov))
+    assert a == b
+    odd_want = orjson.dumps(A.assemble_digest([{**e, "tier": e.get("tier")} if i == 3 else e
+                                               for i, e in enumerate(odd)], WIN, coverage=cov))
+    assert c == odd_want
