@@ -254,6 +254,15 @@ def _window_columns(
     return _WindowRecords(arts, aids, out, w.duplicates, w.copies)
 
 
+def _in_window(r: Mapping[str, Any], basis: str, start: int, end: int) -> bool:
+    """Whether the record's time (``basis``) is in ``[start, end)``; a record without one is not."""
+    try:
+        t = article_time_ms(r, basis)
+    except (KeyError, TypeError, ValueError):
+        return False
+    return start <= t < end
+
+
 def _shown(r: Mapping[str, Any], p: Mapping[str, Any]) -> dict[str, Any]:
     """The article ``r`` shown with its preferred URL duplicate ``p``'s title, text and link."""
     return {**r, **{f: p.get(f) for f in _SHOWN_FIELDS if p.get(f) is not None}}
@@ -282,7 +291,6 @@ def _window_pass(
     copy_seen: set[str] = set()
     start, end = window.start_ms, window.end_ms
     basis = config.time_basis
-    ms_field = "fetched_ms" if basis == "fetched" else "published_ms"
     scored = SCORED_DISPOSITIONS
     for i in which:
         r = records[i]
@@ -290,13 +298,7 @@ def _window_pass(
         if disp in scored:
             if not scored_too:
                 continue
-            t = r.get(ms_field)
-            if type(t) is not int:
-                try:
-                    t = article_time_ms(r, basis)
-                except (KeyError, TypeError, ValueError):
-                    continue
-            if not start <= t < end:
+            if not _in_window(r, basis, start, end):
                 continue
             aid = r.get("article_id")
             if not aid:
@@ -311,11 +313,7 @@ def _window_pass(
             _prefer(preferred, r)  # whatever its time
         if disp not in DUPLICATE_DISPOSITIONS:
             continue
-        try:
-            t = article_time_ms(r, basis)
-        except (KeyError, TypeError, ValueError):
-            continue
-        if not start <= t < end:
+        if not _in_window(r, basis, start, end):
             continue
         dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
         sid = r.get("story_id")
