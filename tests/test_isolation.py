@@ -7,8 +7,8 @@ from bytewax.operators import StatefulLogic
 
 from newsflow.config import FlowSettings, Settings
 from newsflow.flows.isolation import Isolated, isolated
-from newsflow.flows.pipeline import DedupLogic, output_guard
-from newsflow.model.messages import Output, ParsedArticle, Tick
+from newsflow.flows.pipeline import DedupLogic, by_key, output_guard
+from newsflow.model.messages import Batch, Output, ParsedArticle, Tick
 from newsflow.wire.contracts import validate
 from newsflow.wire.guard import check_record
 
@@ -33,6 +33,30 @@ def test_an_item_that_raises_becomes_a_dead_letter_and_the_step_goes_on() -> Non
     out, _ = logic.on_item(Tick(3, 1_772_431_320_000, "nope"))
     assert [orjson.loads(o.value)["reason"] for o in out] == ["internal_error"]
     assert logic.snapshot() is not None
+
+
+class _Fails:
+    """A step that raises on odd numbers and echoes the others."""
+
+    def on_item(self, value: int) -> tuple[list[int], bool]:
+        if value % 2:
+            raise ValueError(f"odd {value}")
+        return [value], StatefulLogic.RETAIN
+
+
+def test_a_batch_is_handled_message_by_message_and_one_failure_is_one_dead_letter() -> None:
+    logic = Isolated(_Fails(), "stories", "deadletter", 1000)  # type: ignore[arg-type]
+    got, keep = logic.on_item(Batch((2, 3, 4)))
+    out = list(got)
+    assert out[0] == 2 and out[2] == 4 and keep is StatefulLogic.RETAIN
+    assert isinstance(out[1], Output) and orjson.loads(out[1].value)["detail"] == "ValueError: odd 3"
+    assert list(logic.on_item(6)[0]) == [6]  # a lone message as before
+
+
+def test_by_key_keeps_each_keys_order_and_sends_lone_messages_bare() -> None:
+    got = by_key([("b", 1), ("a", 2), ("b", 3), ("c", 4), ("b", 5)])
+    assert got == [("b", Batch((1, 3, 5))), ("a", 2), ("c", 4)]
+    assert by_key([]) == []
 
 
 def test_the_guard_cuts_long_articles_and_refuses_invalid_records() -> None:

@@ -20,7 +20,7 @@ from bytewax.operators import StatefulLogic
 
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
-from newsflow.model.messages import Output
+from newsflow.model.messages import Batch, Output
 from newsflow.wire.codec import deadletter_to_dict, dumps
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,16 @@ class Isolated(StatefulLogic[Any, Any, Any]):
         self.inner, self.stage, self.topic, self.max_original = inner, stage, topic, max_original
 
     def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
+        if not isinstance(value, Batch):
+            return self._one(value)
+        out: list[Any] = []  # each message of a batch on its own, as if it came alone
+        discard = StatefulLogic.RETAIN
+        for x in value.items:
+            got, discard = self._one(x)
+            out.extend(got)
+        return out, discard
+
+    def _one(self, value: Any) -> tuple[list[Any], bool]:
         try:
             out, discard = self.inner.on_item(value)
             return list(out), discard

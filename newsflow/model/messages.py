@@ -10,7 +10,9 @@
     digests ──Output──► sinks
 
 Keys travel as Bytewax keys, never inside these values; where a downstream step must know
-which upstream key a message came from, the wiring wraps it in :class:`FromShard`.
+which upstream key a message came from, the wiring wraps it in :class:`FromShard`. Between
+keyed steps, the messages one activation sends to one key travel as one :class:`Batch`: Bytewax
+pays ~100 us of CPU per message that crosses processes, whatever its size.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ class Output:
     topic: str
     key: bytes
     value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Messages for one key, in the order they were emitted, sent as one Bytewax item; the
+    receiving step handles each as if it came alone (``newsflow.flows.isolation``)."""
+
+    items: tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
