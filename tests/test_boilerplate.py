@@ -100,7 +100,7 @@ def test_digest_entries_read_the_body_without_the_boilerplate() -> None:
     from newsflow.core.timeutil import ms_to_iso
     from newsflow.digest.entries import body_text
     from newsflow.flows.pipeline import _to_digests
-    from newsflow.model.messages import ScoredArticle
+    from newsflow.model.messages import Batch, ScoredArticle
 
     arts = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH, 200, _feed(VIDEOS))).articles
     recs = [{"article_id": a.article_id, "key": a.article_id, "title": a.title, "body_text": a.body_text,
@@ -108,7 +108,9 @@ def test_digest_entries_read_the_body_without_the_boilerplate() -> None:
              "publisher": a.publisher, "feed_id": a.feed_id} for a in arts]
     out = _to_digests(Settings(), None)([("st00", ScoredArticle(r, story_text=a.story_text))
                                           for r, a in zip(recs, arts, strict=True)])
-    for (_, msg), a in zip(out, arts, strict=True):
+    [(_, batch)] = out  # one message for the digest steps
+    assert isinstance(batch, Batch)
+    for msg, a in zip(batch.items, arts, strict=True):
         kept = body_text(msg.message.entry)
         assert "flagship" not in kept and kept.split()[:3] == (a.story_text or "").split()[:3]
     plain = _to_digests(Settings(), None)([("st00", ScoredArticle(recs[0]))])[0][1].message.entry
