@@ -214,3 +214,15 @@ def test_a_label_that_is_the_lead_headline_is_shown_once() -> None:
     top_html = html.split("<h2>Top Stories</h2>", 1)[1].split('<div class="related">', 1)[0]
     assert top_md.count(it["label"]) == 1 and top_html.count(f">{it['label']}<") == 1
     assert it["lead"]["url"] in md and it["lead"]["url"] in html
+
+
+def test_one_line_summaries_do_not_stop_at_an_abbreviation() -> None:
+    # real NPR leads (2026-08-20) whose one-line summary used to read "Dr." and "The U.S."
+    d = assemble_digest([rec("apple", 0, 55)], WIN)
+    [item] = [it for s in d["sections"] for it in s["items"]]
+    item["summary"] = ("The suspected launch comes a day after North Korea shrugged off a U.S. decision "
+                       "to scale back drills. Dr. Kim said so.")
+    md, html = to_markdown(d), to_html(d)
+    for text in (md, html):
+        assert "shrugged off a U.S. decision to scale back drills." in text
+        assert "Dr. Kim" not in text  # one line: the first sentence only

@@ -106,3 +106,19 @@ def test_first_sentences_overlap() -> None:
     other = first_sentences(body.replace("Markets had", "Traders had"))
     assert first_sentences_overlap(s, other) == 2
     assert first_sentences_overlap([sentence_key(x) for x in s], [sentence_key(x) for x in other]) == 2
+
+
+def test_sentences_keep_abbreviations_and_initials() -> None:
+    from newsflow.text.sentences import split_sentences
+
+    text = ("President Trump said he would impose tariffs after the U.S. Supreme Court ruled. "
+            "Robert F. Kennedy Jr. backed the order on Feb. 28 at 10 a.m. in Washington. "
+            "(Image credit: Godofredo A. Vásquez/AP)")
+    assert split_sentences(text) == [
+        "President Trump said he would impose tariffs after the U.S. Supreme Court ruled.",
+        "Robert F. Kennedy Jr. backed the order on Feb. 28 at 10 a.m. in Washington.",
+        "(Image credit: Godofredo A. Vásquez/AP)",
+    ]
+    # a segment in lower case continues the sentence; quotes stay with their sentence
+    assert split_sentences('Why? the analyst asked. "It fell." Banks agree.') == [
+        "Why? the analyst asked.", '"It fell."', "Banks agree."]

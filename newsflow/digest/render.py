@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from newsflow.core.timeutil import iso_to_ms
+from newsflow.text.sentences import split_sentences
 
 SECTION_ORDER = ("Top Stories", "Noteworthy", "Also Mentioned")
 FEED_HEALTH = "Feed Health Report"
@@ -65,8 +66,9 @@ def _related_line(it: Mapping[str, Any]) -> str:
 
 
 def _one_line(text: str, max_words: int = 30) -> str:
-    first = re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0]
-    toks = first.split()
+    """The first sentence (abbreviations do not end it: "a U.S. ban"), at most ``max_words``."""
+    sents = split_sentences(text)
+    toks = sents[0].split() if sents else []
     return " ".join(toks[:max_words]) + (" …" if len(toks) > max_words else "")
 
 
