@@ -15,6 +15,7 @@ the same payload always gives the same result.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from newsflow.text.sentences import sentence_words, split_sentences
@@ -26,17 +27,26 @@ def _key(sentence: str) -> str:
     return " ".join(sentence_words(sentence))
 
 
-def _shared(split: Sequence[Sequence[str]], min_items: int) -> frozenset[str]:
+@functools.lru_cache(maxsize=2048)
+def _split(body: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A body's sentences and their keys. Memoized: a feed serves the same bodies poll after
+    poll, and each poll's document is checked for boilerplate again."""
+    sents = tuple(split_sentences(body)) if body else ()
+    return sents, tuple(_key(x) for x in sents)
+
+
+def _shared(split: Sequence[tuple[Sequence[str], Sequence[str]]], min_items: int) -> frozenset[str]:
     counts: dict[str, int] = {}
-    for sents in split:
-        for k in {_key(x) for x in sents}:
+    for _, keys in split:
+        for k in set(keys):
             if k:
                 counts[k] = counts.get(k, 0) + 1
     return frozenset(k for k, n in counts.items() if n >= min_items)
 
 
-def _without(body: str, sents: Sequence[str], shared: frozenset[str]) -> str:
-    kept = [x for x in sents if _key(x) not in shared]
+def _without(body: str, split: tuple[Sequence[str], Sequence[str]], shared: frozenset[str]) -> str:
+    sents, keys = split
+    kept = [x for x, k in zip(sents, keys, strict=True) if k not in shared]
     return body if len(kept) == len(sents) else " ".join(kept)
 
 
@@ -50,7 +60,7 @@ def shared_sentences(bodies: Sequence[str], min_items: int = 3) -> frozenset[str
     """
     if min_items < 2 or len(bodies) < min_items:
         return frozenset()
-    return _shared([split_sentences(b) if b else [] for b in bodies], min_items)
+    return _shared([_split(b) for b in bodies], min_items)
 
 
 def without_sentences(body: str, shared: frozenset[str]) -> str:
@@ -62,7 +72,7 @@ def without_sentences(body: str, shared: frozenset[str]) -> str:
     """
     if not shared or not body:
         return body
-    return _without(body, split_sentences(body), shared)
+    return _without(body, _split(body), shared)
 
 
 def without_boilerplate(bodies: Sequence[str], min_items: int = 3) -> list[str]:
@@ -75,7 +85,7 @@ def without_boilerplate(bodies: Sequence[str], min_items: int = 3) -> list[str]:
     """
     if min_items < 2 or len(bodies) < min_items:
         return list(bodies)
-    split = [split_sentences(b) if b else [] for b in bodies]
+    split = [_split(b) for b in bodies]
     shared = _shared(split, min_items)
     if not shared:
         return list(bodies)
