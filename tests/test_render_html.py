@@ -226,3 +226,16 @@ def test_one_line_summaries_do_not_stop_at_an_abbreviation() -> None:
     for text in (md, html):
         assert "shrugged off a U.S. decision to scale back drills." in text
         assert "Dr. Kim" not in text  # one line: the first sentence only
+
+
+def test_emerging_and_declining_topics_name_each_label_once() -> None:
+    # real replay, morning brief of 2020-05-06: "TV Patrol North Luzon" was listed twice (two
+    # clusters of one programme's uploads under one label)
+    prev = assemble_digest([], DigestWindow("morning_brief", START - 24 * HOUR_MS, START))
+    recs = [rec("ebola", i, 75, story="ebola-s", pub=i) for i in range(3)]
+    recs += [rec("apple", i, 70, story="apple-s", pub=i) for i in range(3)]
+    for r in recs:
+        r["title"] = "TV Patrol North Luzon"
+    d = assemble_digest(recs, WIN, previous=digest_memory(prev))
+    names = d["feed_health"]["emerging_topics"]
+    assert names == ["TV Patrol North Luzon"]

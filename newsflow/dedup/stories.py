@@ -830,6 +830,8 @@ class StoryPostings:
         post = self._post
         for t in list(post):
             d = post[t]
+            if d and min(d.values()) > since:  # nothing to drop: the dict (and its order) stays
+                continue
             keep = {sid: ms for sid, ms in d.items() if ms > since}
             dropped += len(d) - len(keep)
             if keep:

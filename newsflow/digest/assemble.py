@@ -630,8 +630,9 @@ def _assemble(
         {
             "new_articles": article_count,
             "duplicates_removed": dups,
-            "emerging_topics": [t["label"] for t in emerging][:10],
-            "declining_topics": fading[:10],
+            # a name once: two topics may share a label ("TV Patrol North Luzon", two days' uploads)
+            "emerging_topics": list(dict.fromkeys(t["label"] for t in emerging))[:10],
+            "declining_topics": list(dict.fromkeys(fading))[:10],
         }
     )
     return {
