@@ -119,6 +119,9 @@ def test_sentences_keep_abbreviations_and_initials() -> None:
         "Robert F. Kennedy Jr. backed the order on Feb. 28 at 10 a.m. in Washington.",
         "(Image credit: Godofredo A. Vásquez/AP)",
     ]
+    # no boundary without a space: sentencex alone cuts "ex-U." | "S. soldiers."
+    assert split_sentences("Keane explains the detention of two ex-U.S. soldiers. Next one.") == [
+        "Keane explains the detention of two ex-U.S. soldiers.", "Next one."]
     # a segment in lower case continues the sentence; quotes stay with their sentence
     assert split_sentences('Why? the analyst asked. "It fell." Banks agree.') == [
         "Why? the analyst asked.", '"It fell."', "Banks agree."]

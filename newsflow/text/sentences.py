@@ -28,7 +28,8 @@ def _starts_sentence(s: str) -> bool:
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``, whitespace collapsed; a segment that starts in lower case
-    continues the sentence before it.
+    continues the sentence before it, and so does one that follows the one before without a
+    space (``sentencex`` cuts "two ex-U.S. soldiers" after "ex-U.").
 
     >>> split_sentences("Stocks fell.  Oil rose 2%! Why? the analyst asked. 3 banks agree.")
     ['Stocks fell.', 'Oil rose 2%!', 'Why? the analyst asked.', '3 banks agree.']
@@ -37,14 +38,19 @@ def split_sentences(text: str) -> list[str]:
     """
     flat = " ".join(text.split())
     out: list[str] = []
+    glued = False  # the segment before ended without a space: no boundary ("ex-U." | "S. troops")
     for seg in sentencex.segment("en", flat):
         s = seg.strip()
         if not s:
+            glued = False
             continue
-        if out and not _starts_sentence(s):
+        if out and glued:
+            out[-1] += s
+        elif out and not _starts_sentence(s):
             out[-1] = f"{out[-1]} {s}"
         else:
             out.append(s)
+        glued = not seg[-1].isspace()
     return out
 
 
