@@ -23,7 +23,7 @@ def _starts_sentence(s: str) -> bool:
     """A segment opens a sentence when its first letter or digit (after opening quotes or
     brackets) is a capital or a digit; "Why? the analyst asked." is one sentence."""
     c = s.lstrip(_OPENERS)[:1]
-    return not c or c.isupper() or c.isdigit() or not c.isalpha()
+    return not c.isalpha() or c.isupper()  # "", a digit or a symbol ("➡", "—") opens one too
 
 
 def split_sentences(text: str) -> list[str]:
