@@ -27,10 +27,10 @@ VIDEOS = [
 ]
 
 
-def _feed(videos: list[tuple[str, str]]) -> bytes:
+def _feed(videos: list[tuple[str, str]], blurb: str = BLURB) -> bytes:
     items = "".join(  # a video's id and time follow from its title (the same on every poll)
         f"<item><title>{t}</title><link>https://www.youtube.com/watch?v=id{len(t)}</link><guid>{t}</guid>"
-        f"<pubDate>Wed, 06 May 2020 11:{len(t):02d}:00 GMT</pubDate><description>{lead} {BLURB}</description></item>"
+        f"<pubDate>Wed, 06 May 2020 11:{len(t):02d}:00 GMT</pubDate><description>{lead} {blurb}</description></item>"
         for t, lead in videos)
     return (f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>GMA News</title>'
             f"<link>https://www.youtube.com/gmanews</link>{items}</channel></rss>").encode()
@@ -115,3 +115,40 @@ def test_digest_entries_read_the_body_without_the_boilerplate() -> None:
         assert "flagship" not in kept and kept.split()[:3] == (a.story_text or "").split()[:3]
     plain = _to_digests(Settings(), None)([("st00", ScoredArticle(recs[0]))])[0][1].message.entry
     assert "flagship" in body_text(plain)  # a record without story_text: its own body
+
+
+FOX_TAIL = ("Subscribe to Fox News! https://bit.ly/2vBUvAS Watch more Fox News Video: http://video.foxnews.com "
+            "Watch Fox News Channel Live: http://www.foxnewsgo.com/ FOX News Channel (FNC) is a 24-hour "
+            "all-encompassing news service delivering breaking news as well as political and business news.")
+
+
+def test_a_channel_template_without_full_stops_is_found_line_by_line() -> None:
+    """The real Fox News channel feed: each description ends "Read more about it here:
+    https://fxn.ws/…" and then the channel's lines, flattened without full stops. Split as
+    sentences only, the item's own link and the template were one run, different in every item:
+    nothing was shared, and a podcast's 511 words of channel text made it the deepest article
+    of the day (depth 90) and joined it to another story."""
+    videos = [("Senate questions Judge Justin Walker", "Judge Justin Walker will appear before the Senate. "
+               "Read more about Judge Justin Walker here: https://fxn.ws/3dq2l1t"),
+              ("US denies coup attempt", "Gen. Jack Keane explains the detention of two soldiers. "
+               "Read more here: https://fxn.ws/2xyz"),
+              ("House GOP accuse Schiff", "Republicans accuse Adam Schiff of blocking transcripts. "
+               "Read more: https://fxn.ws/3abc")]
+    arts = normalize_payload(RawPayload("fox", "https://www.youtube.com/feeds/fox", FETCH, 200,
+                                        _feed([(t, f"{lead} {FOX_TAIL}") for t, lead in videos], ""))).articles
+    assert [a.story_text for a in arts] == [lead.split(" Read more")[0] for _, lead in videos]
+
+
+def test_a_written_out_link_is_not_the_story_even_in_two_items() -> None:
+    """1News shows share "Join the 6pm team … Get more at: https://www.tvnz.co.nz/one-news" in
+    two items of a document (under the three that make a template): the two items matched as
+    one story on it. A sentence with a web address in it is a pointer, not what happened."""
+    bodies = ["Dave Letele helps his community. Join the 6pm team Daily at 6pm Get more at: https://www.tvnz.co.nz/one-news",
+              "Economist Rodney Jones provided key modelling. Join the 6pm team Daily at 6pm Get more at: https://www.tvnz.co.nz/one-news"]
+    arts = normalize_payload(RawPayload("1news", "https://www.youtube.com/feeds/1news", FETCH, 200,
+                                        _feed([("Former Auckland boxer helps", bodies[0]),
+                                               ("Level 2.5 should be considered", bodies[1])], ""))).articles
+    assert [a.story_text for a in arts] == ["Dave Letele helps his community.", "Economist Rodney Jones provided key modelling."]
+    assert all("tvnz" in a.body_text for a in arts)  # the record keeps its text
+    plain = normalize_payload(RawPayload("x", "https://ex.com/feed", FETCH, 200, _feed([("A", "No link here. None.")], "")))
+    assert plain.articles[0].story_text is None

@@ -215,6 +215,25 @@ def test_importance_story_corroboration_and_reliability():
     assert set(fields) >= {"importance", "importance_components", "importance_weights"}
 
 
+def test_depth_is_measured_without_the_feeds_boilerplate():
+    """Real Fox News videos: 339 and 511 words of description, most of them the channel's
+    lines and links, scored depth 65 and 90 and pushed single-outlet videos above a story three
+    publishers carried (Kraftwerk) in the labelled day's morning brief. Depth reads the story
+    text (the body without its feed's boilerplate) when the feed had some."""
+    channel = " ".join(["FOX News Channel (FNC) is a 24-hour all-encompassing news service."] * 40)
+    body = "Judge Justin Walker will appear before the Senate. Subscribe: https://bit.ly/2vBUvAS " + channel
+    r = rec(body_text=body, word_count=len(body.split()))
+    assert importance(r, NOW).components["depth"] >= 50  # the channel's text counted as depth
+    lean = importance(r, NOW, story_text="Judge Justin Walker will appear before the Senate.")
+    assert lean.components["depth"] == 20.0
+    # the flow's scoring step passes each record's story text
+    from newsflow.clustering.topics import OnlineTopics, TopicConfig, annotate
+    fields = annotate([r, r], NOW_MS, OnlineTopics(TopicConfig()),
+                      story_texts=[None, "Judge Justin Walker will appear before the Senate."])
+    assert [f["importance_components"]["depth"] for f in fields] == [
+        importance(r, NOW).components["depth"], 20.0]
+
+
 def test_importance_uncertain_date():
     a = importance(rec(date_uncertain=True), NOW)
     assert a.components["recency"] == 80.0

@@ -363,13 +363,15 @@ def annotate(
     model: OnlineTopics,
     config: Any = None,
     reliability: Mapping[str, float] | None = None,
+    story_texts: Sequence[str | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Importance (scored dispositions only) + topic fields of a batch of article records, in
     order, analyzing each text once. Every article gets a ``topic_id``; only ``unique``,
     ``revision`` and ``same_event`` articles move the centres (copies would over-weight
     repeated text). ``now`` = event time (epoch ms); ``None``: each record's own
-    ``fetched_at`` (deterministic whatever the batching). ``reliability`` maps feed_id -> 0..1.
-    Returns the fields to merge into each record."""
+    ``fetched_at`` (deterministic whatever the batching). ``reliability`` maps feed_id -> 0..1;
+    ``story_texts``: per record, its body without the feed's boilerplate (None: none removed),
+    for the depth score. Returns the fields to merge into each record."""
     from newsflow.scoring.importance import (
         DEFAULT_SCORE_CONFIG,
         importance,
@@ -387,8 +389,9 @@ def annotate(
         body_words=tc.body_words,
     )
     X = hashed_matrix(feats, tc.dim)
+    texts = story_texts if story_texts is not None else [None] * len(recs)
     out = []
-    for r, f, v in zip(recs, feats, X, strict=True):
+    for r, f, v, text in zip(recs, feats, X, texts, strict=True):
         scored = should_score(r)
         fields: dict[str, Any]
         if scored:
@@ -398,6 +401,7 @@ def annotate(
                 cfg,
                 reliability=rel.get(str(r.get("feed_id"))),
                 features=f if same else None,
+                story_text=text,
             )
             fields = imp.to_fields()
         else:

@@ -398,7 +398,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         if recs:
             # now = each record's fetch time
             fields = annotate([r for r, _, _ in recs], None, self.topics, self.score_config,
-                              reliability=self.reliability)
+                              reliability=self.reliability, story_texts=[t for _, _, t in recs])
             for (rec, key, text), f in zip(recs, fields, strict=True):
                 rec.update(f)
                 rec["topic_id"] = f"{key}/{rec['topic_id']}"  # topics are per story shard

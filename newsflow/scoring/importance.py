@@ -32,6 +32,7 @@ from newsflow.scoring.severity import (
     _to_ms,
     severity_level,
 )
+from newsflow.text.html import word_count
 from newsflow.text.tokenize import TextFeatures, analyze, token_hash
 
 # --------------------------------------------------------------------------------------
@@ -407,11 +408,14 @@ def importance(
     *,
     reliability: float | None = None,
     features: TextFeatures | None = None,
+    story_text: str | None = None,
 ) -> Importance:
     """Composite importance (0-100) of one article record at event time ``now``.
 
     ``reliability`` is the feed's ``successful/total polls`` from feed-health (None -> 1.0);
-    ``features`` may be passed to reuse the analyzed text (e.g. from the topic stage).
+    ``features`` may be passed to reuse the analyzed text (e.g. from the topic stage);
+    ``story_text``: the body without its feed's boilerplate (``Article.story_text``), what depth
+    is measured on when given (a channel's description under every video is not depth).
     """
     nd = config.ndigits
     hours = hours_between(now, record_ms(rec))
@@ -428,9 +432,14 @@ def importance(
         rel = relevance_score(features, config.profile, default=config.relevance_default)
     else:
         rel = config.relevance_default
-    data, struct, cites = depth_signals(
-        rec.get("body_text") or "", rec.get("body_html") or "", rec.get("url")
-    )
+    if story_text is None:
+        words = int(rec.get("word_count") or 0)
+        data, struct, cites = depth_signals(
+            rec.get("body_text") or "", rec.get("body_html") or "", rec.get("url")
+        )
+    else:  # (its HTML, if any, still holds the boilerplate's links and lists)
+        words = word_count(story_text)
+        data, struct, cites = depth_signals(story_text, "", rec.get("url"))
     comps = {
         "authority": authority_score(
             rec.get("tier"),
@@ -441,9 +450,7 @@ def importance(
         "recency": recency_score(hours, config.lam, uncertain, penalty=config.uncertain_penalty),
         "corroboration": corroboration_score(n_pub, n_tier),
         "relevance": rel,
-        "depth": depth_score(
-            int(rec.get("word_count") or 0), data, struct, cites, bool(rec.get("partial_content"))
-        ),
+        "depth": depth_score(words, data, struct, cites, bool(rec.get("partial_content"))),
     }
     score = round(weighted_importance(comps, config.weights), nd)
     sev = None

@@ -16,6 +16,7 @@ the same payload always gives the same result.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 
 from newsflow.text.sentences import sentence_words, split_sentences
@@ -27,11 +28,36 @@ def _key(sentence: str) -> str:
     return " ".join(sentence_words(sentence))
 
 
+#: a link followed by more text: where a video description's flattened line ended
+_URL_THEN_TEXT = re.compile(r"(?:https?://|www\.)\S+(?=\s+\S)")
+
+
+def _at_links(sentence: str) -> list[str]:
+    """A sentence cut after each link that more text follows. Channel descriptions are lines
+    ("Subscribe to Fox News! https://bit.ly/… Watch more Fox News Video: http://…") that a
+    feed flattens into one run without full stops: as one "sentence" glued to the item's own
+    "Read more about … here: https://fxn.ws/…", the shared lines were never seen as shared.
+
+    >>> _at_links("Read more here: https://x.co/1 Subscribe now! https://bit.ly/2 Our channel.")
+    ['Read more here: https://x.co/1', 'Subscribe now! https://bit.ly/2', 'Our channel.']
+    """
+    out: list[str] = []
+    start = 0
+    for m in _URL_THEN_TEXT.finditer(sentence):
+        out.append(sentence[start:m.end()].strip())
+        start = m.end()
+    if not out:
+        return [sentence]
+    out.append(sentence[start:].strip())
+    return out
+
+
 @functools.lru_cache(maxsize=2048)
 def _split(body: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A body's sentences and their keys. Memoized: a feed serves the same bodies poll after
-    poll, and each poll's document is checked for boilerplate again."""
-    sents = tuple(split_sentences(body)) if body else ()
+    """A body's sentences (cut after links too: :func:`_at_links`) and their keys. Memoized: a
+    feed serves the same bodies poll after poll, and each poll's document is checked for
+    boilerplate again."""
+    sents = tuple(part for s in split_sentences(body) for part in _at_links(s)) if body else ()
     return sents, tuple(_key(x) for x in sents)
 
 
@@ -44,9 +70,15 @@ def _shared(split: Sequence[tuple[Sequence[str], Sequence[str]]], min_items: int
     return frozenset(k for k, n in counts.items() if n >= min_items)
 
 
-def _without(body: str, split: tuple[Sequence[str], Sequence[str]], shared: frozenset[str]) -> str:
+#: a web address written out in the text
+_LINK = re.compile(r"(?:https?://|www\.)\S")
+
+
+def _without(body: str, split: tuple[Sequence[str], Sequence[str]], shared: frozenset[str],
+             links: bool = False) -> str:
     sents, keys = split
-    kept = [x for x, k in zip(sents, keys, strict=True) if k not in shared]
+    kept = [x for x, k in zip(sents, keys, strict=True)
+            if k not in shared and not (links and _LINK.search(x))]
     return body if len(kept) == len(sents) else " ".join(kept)
 
 
@@ -76,17 +108,20 @@ def without_sentences(body: str, shared: frozenset[str]) -> str:
 
 
 def without_boilerplate(bodies: Sequence[str], min_items: int = 3) -> list[str]:
-    """Each of one document's ``bodies`` without the document's boilerplate (its
-    :func:`shared_sentences`), splitting every body once; a body without any is returned as is.
+    """Each of one document's ``bodies`` without the document's boilerplate: its
+    :func:`shared_sentences`, and the sentences that carry a written-out web address ("Get more
+    at: https://…", "Read more about it here: https://fxn.ws/…": pointers, not the story's
+    words; a template that only two items of a document share is caught this way too). Each
+    body is split once; a body without any is returned as is.
 
     >>> without_boilerplate(["A storm hit. Subscribe now!", "Rates rose. Subscribe now.",
     ...                      "Subscribe now! Votes counted."])
     ['A storm hit.', 'Rates rose.', 'Votes counted.']
+    >>> without_boilerplate(["Rates rose. More at: https://x.co/1", "Votes counted."])
+    ['Rates rose.', 'Votes counted.']
     """
-    if min_items < 2 or len(bodies) < min_items:
-        return list(bodies)
-    split = [_split(b) for b in bodies]
-    shared = _shared(split, min_items)
-    if not shared:
-        return list(bodies)
-    return [_without(b, sents, shared) if b else b for b, sents in zip(bodies, split, strict=True)]
+    shared = frozenset[str]()
+    if min_items >= 2 and len(bodies) >= min_items:
+        shared = _shared([_split(b) for b in bodies], min_items)
+    return [_without(b, _split(b), shared, links=True) if b and (shared or _LINK.search(b)) else b
+            for b in bodies]
