@@ -19,6 +19,7 @@ from bytewax.testing import TestingSink, TestingSource, run_main
 from newsflow.config import DedupSettings, Settings, StorySettings
 from newsflow.core.alignment import END
 from newsflow.core.snapshot import SnapshotFormatError, make_snapshot, restore
+from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.normalize import normalize_payload
 from newsflow.flows.pipeline import (
     STEP_DEDUP,
@@ -286,3 +287,43 @@ def test_old_positional_snapshots_are_refused_with_a_clear_message() -> None:
     older["version"] = 1  # the release before the event-time merge of partitions
     with pytest.raises(SnapshotFormatError, match=r"earlier release.*new recovery directory"):
         StoriesLogic(SETTINGS, older, False)
+
+
+def test_a_story_carried_by_one_organisations_feeds_has_one_publisher() -> None:
+    """Issue 9 item 2: distinct publishers are publisher families, not feeds. A CNN YouTube
+    video and the CNN International article on one story were two publishers (corroboration
+    50 at story time and at digest time); with the BBC's article the story has two."""
+    from newsflow.model.records import RawPayload
+
+    t0 = iso_to_ms("2020-05-06T12:00:00Z")
+
+    def feed(publisher: str, link: str, title: str, t: int) -> list[tuple[int, Article]]:
+        body = (f'<rss version="2.0"><channel><title>{publisher}</title><item><title>{title}</title>'
+                f"<link>{link}</link><guid>{link}</guid><pubDate>Wed, 06 May 2020 11:00:00 GMT</pubDate>"
+                f"<description>{publisher} reports on the visit.</description></item></channel></rss>").encode()
+        payload = RawPayload(publisher.lower().replace(" ", "-"), f"https://feeds.example/{len(title)}", t, 200,
+                             body, publisher=publisher)
+        return [(t, a) for a in normalize_payload(payload, SETTINGS.normalize.to_config()).articles]
+
+    arts = (feed("BBC News", "https://www.bbc.co.uk/news/world-us-canada-1", "Trump tours mask factory without mask", t0)
+            + feed("CNN", "https://www.youtube.com/watch?v=Kz1", "Trump visits mask factory without wearing a mask",
+                   t0 + 60_000)
+            + feed("CNN International", "https://www.cnn.com/2020/05/06/politics/trump-mask-factory",
+                   "Trump tours mask factory, does not wear a mask", t0 + 120_000))
+    items, wm = _deduped(arts)
+    stories = StoriesLogic(SETTINGS, None, False)
+    for _, v in items:
+        stories.on_item(v)
+    out = [m for t in _ticks(wm) for m in stories.on_item(t)[0]]
+    recs = [m.record for m in out if isinstance(m, ScoredArticle)]
+    assert len(recs) == 3 and len({r["story_id"] for r in recs}) == 1, [r["disposition"] for r in recs]
+    assert [r["story_publishers"] for r in recs] == [1, 2, 2]
+    assert recs[2]["importance_components"]["corroboration"] == 50.0  # (three feeds, two publishers)
+    [story] = [m.record for m in out if isinstance(m, StoryUpdate)]
+    assert story["publishers"] == ["bbc.co.uk", "cnn.com"] and story["publisher_count"] == 2
+    # the digest's coverage as of the end: two publishers
+    digests = DigestsLogic(SETTINGS, None, False)
+    for m in out:
+        if isinstance(m, ScoredArticle):
+            digests.on_item(FromShard("st00", ScoredArticle(m.record)))
+    assert digests.coverage.as_of(recs[0]["story_id"], wm + 1) == (["bbc.co.uk", "cnn.com"], ["T2"])

@@ -290,6 +290,38 @@ def test_source_tier_table_from_configuration(tmp_path) -> None:
         Settings(normalize={"source_tiers": str(p)})
 
 
+def test_publisher_families_count_organisations_not_feeds(tmp_path) -> None:
+    """The labelled real day: a CNN YouTube video and a CNN International article ("cnn" and
+    "cnn.com", and "cnn.it" for its short links), Fox News' channel and foxnews.com, GMA News'
+    channel and gmanetwork.com were each two publishers of a story, so 23 stories counted one
+    organisation twice (corroboration 50 for a story only CNN carried)."""
+    import pytest
+
+    from newsflow.config import Settings
+    from newsflow.feeds.tiers import BUILTIN_TIERS, NO_TABLE
+
+    fam = BUILTIN_TIERS.family
+    yt = "https://www.youtube.com/watch?v=x"
+    assert fam("CNN", yt) == fam("CNN International", "https://www.cnn.com/a") == fam("X", "https://cnn.it/2W") == "cnn.com"
+    assert fam("Fox News", yt) == fam("Fox News latest", "https://www.foxnews.com/us/a") == "foxnews.com"
+    assert fam("GMA News", yt) == fam("GMA News Online", "https://www.gmanetwork.com/news/a") == "gmanetwork.com"
+    assert fam("NYT U.S.", "https://www.nytimes.com/a") == fam("NYT World", "https://nyti.ms/1") == "nytimes.com"
+    # other organisations stay apart; an unlisted channel is its name, an unlisted site its domain
+    assert fam("Al Jazeera English", yt) != fam("CNN", yt)
+    assert fam("Some  Channel", yt) == "some channel" and fam("Blog", "https://news.blog.example/a") == "blog.example"
+    assert fam("CNNfan", yt) == "cnnfan"  # whole words only
+    # without a table: registrable domains and channel names (never one "youtube.com")
+    assert NO_TABLE.family("CNN", yt) == "cnn" and NO_TABLE.family("CNN International", "https://cnn.it/2") == "cnn.it"
+
+    p = tmp_path / "tiers.toml"
+    p.write_text('version = 1\n[families]\n"ex.com" = ["ex.net", "Ex Channel"]\n')
+    t = Settings(normalize={"source_tiers": str(p)}).normalize.to_config().source_tiers
+    assert t is not None and t.family("Ex Channel Live", yt) == t.family("A", "https://www.ex.net/1") == "ex.com"
+    p.write_text('[families]\n"ex.com" = "ex.net"\n')
+    with pytest.raises(ValueError, match="families"):
+        Settings(normalize={"source_tiers": str(p)})
+
+
 def test_utf8_feed_without_declaration_is_read_as_utf8_on_the_feedparser_path() -> None:
     """Real Daily Mail feed: no XML declaration, a UTF-8 no-break space at the end of titles, a
     namespace the fast path declines. Titles read "…in flames", never "…in flamesÂ"; an HTTP

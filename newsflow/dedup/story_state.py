@@ -25,7 +25,7 @@ import orjson
 
 from newsflow.core.exactbytes import exact_size
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.feeds.urls import SHARED_PLATFORMS, registrable_domain
+from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
 from newsflow.scoring.importance import story_phase
 from newsflow.text.entities import extract_entities
 
@@ -39,20 +39,14 @@ LABEL_MEMBERS = 8
 LABEL_WORDS = 10
 
 
-def publisher_family(publisher: str | None, url: str | None) -> str:
-    """A publisher family: the registrable domain of the article's URL ("NYT U.S." and "NYT
-    World" are both ``nytimes.com``), else the publisher name lower-cased; on a shared platform
-    (YouTube, Medium, …: :data:`~newsflow.feeds.urls.SHARED_PLATFORMS`) the name, so that the
-    YouTube channels of CNN and Al Jazeera are two publishers, not one ``youtube.com``."""
-    name = " ".join((publisher or "").lower().split())
-    if url and "://" in url:
-        try:
-            dom = registrable_domain(url)
-        except ValueError:
-            dom = ""
-        if dom and not (dom in SHARED_PLATFORMS and name):
-            return dom
-    return name
+def publisher_family(publisher: str | None, url: str | None, table: SourceTiers | None = None) -> str:
+    """A publisher family (:meth:`~newsflow.feeds.tiers.SourceTiers.family`): the registrable
+    domain of the article's URL ("NYT U.S." and "NYT World" are both ``nytimes.com``) or the
+    family it belongs to in ``table``'s ``[families]`` (default: the built-in table); on a shared
+    platform (YouTube, Medium, …: :data:`~newsflow.feeds.urls.SHARED_PLATFORMS`) the family of
+    the publisher's name, else the name lower-cased, so that the YouTube channels of CNN and Al
+    Jazeera are two publishers (not one ``youtube.com``) and a CNN video and a CNN article one."""
+    return (BUILTIN_TIERS if table is None else table).family(publisher, url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +153,7 @@ class StoryTracker:
         self.now_ms = -(1 << 62)
         self._swept_hour = -(1 << 62)
 
-    def observe(self, rec: Mapping[str, Any]) -> None:
+    def observe(self, rec: Mapping[str, Any], families: SourceTiers | None = None) -> None:
         """One scored ``articles`` record (any disposition): update its story."""
         sid = rec["story_id"]
         t = iso_to_ms(rec["published_at"])
@@ -179,7 +173,7 @@ class StoryTracker:
             st.recent.append(rec.get("title") or "")
             del st.recent[:-LABEL_MEMBERS]
         st.names.add((rec.get("publisher") or "").lower())
-        st.families.add(publisher_family(rec.get("publisher"), rec.get("canonical_url") or rec.get("url")))
+        st.families.add(publisher_family(rec.get("publisher"), rec.get("canonical_url") or rec.get("url"), families))
         if rec.get("tier"):
             st.tiers.add(rec["tier"])
         imp = float(rec.get("importance") or 0.0)

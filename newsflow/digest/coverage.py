@@ -11,11 +11,12 @@ in epoch ms; nothing reads a clock. Snapshots are plain dicts (picklable, compac
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from newsflow.core.timeutil import iso_to_ms
+from newsflow.feeds.tiers import BUILTIN_TIERS
 
 
 def _ms(v: Any) -> int | None:
@@ -80,9 +81,11 @@ class StoryCoverage:
             seen.add(nxt)
             cur = nxt
 
-    def add(self, rec: Mapping[str, Any]) -> None:
+    def add(self, rec: Mapping[str, Any], family: Callable[[str | None, str | None], str] | None = None) -> None:
         """One ``articles`` record (any disposition: a syndicated copy is coverage too, and
-        every sighting in ``seen_in`` counts from its own fetch time)."""
+        every sighting in ``seen_in`` counts from its own fetch time). ``family`` maps
+        (publisher, url) to the publisher family that counts (default: the built-in table's,
+        :meth:`~newsflow.feeds.tiers.SourceTiers.family`): organisations, not feeds."""
         sid = rec.get("story_id")
         t = _ms(rec.get("fetched_ms")) or _ms(rec.get("fetched_at"))
         if not sid or t is None:
@@ -91,7 +94,10 @@ class StoryCoverage:
         if st is None:
             st = self.stories[sid] = _Story()
         st.last_ms = max(st.last_ms, t)
+        family = family or BUILTIN_TIERS.family
         pub = str(rec.get("publisher") or rec.get("feed_id") or "")
+        if pub:
+            pub = family(pub, rec.get("canonical_url") or rec.get("url"))
         if pub and t < st.publishers.get(pub, 1 << 62):
             st.publishers[pub] = t
         tier = rec.get("tier")
@@ -100,6 +106,8 @@ class StoryCoverage:
         for s in rec.get("seen_in") or ():
             p = s.get("publisher") if isinstance(s, Mapping) else None
             ts = _ms(s.get("fetched_at")) if isinstance(s, Mapping) else None
+            if p:
+                p = family(p, s.get("url"))
             if p and ts is not None and ts < st.publishers.get(p, 1 << 62):
                 st.publishers[p] = ts
 
@@ -112,9 +120,10 @@ class StoryCoverage:
             if len(hist) > 1 and hist[-2][0] > t:
                 hist.sort()
 
-    def extend(self, recs: Iterable[Mapping[str, Any]]) -> StoryCoverage:
+    def extend(self, recs: Iterable[Mapping[str, Any]],
+               family: Callable[[str | None, str | None], str] | None = None) -> StoryCoverage:
         for r in recs:
-            self.add(r)
+            self.add(r, family)
         return self
 
     def as_of(self, story_id: Any, end_ms: int) -> tuple[list[str], list[str]]:

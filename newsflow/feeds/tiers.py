@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from newsflow.feeds.urls import registrable_domain
+from newsflow.feeds.urls import SHARED_PLATFORMS, registrable_domain
 
 TIERS = ("T1", "T2", "T3", "T4", "T5")
 BUILTIN = Path(__file__).with_name("source_tiers.toml")
@@ -35,7 +35,10 @@ class SourceTiers:
 
     domains: Mapping[str, str]
     publishers: Mapping[str, str]
+    #: publisher families: another domain or a name (:func:`publisher_key`) -> the family's main domain
+    families: Mapping[str, str] = field(default_factory=dict)
     _by_publisher: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+    _family_by_name: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     def for_host(self, host: str) -> str | None:
         """Tier of the host or of its nearest listed parent domain, down to the registrable domain.
@@ -63,19 +66,33 @@ class SourceTiers:
         >>> SourceTiers({}, {"ap": "T1"}).for_publisher("Apple Insider") is None
         True
         """
-        hit = self._by_publisher.get(name, "")
-        if hit != "":
-            return hit
-        key = publisher_key(name)
-        words = key.split(" ")
-        found = None
-        for n in range(len(words), 0, -1):
-            found = self.publishers.get(" ".join(words[:n]))
-            if found is not None:
-                break
-        if len(self._by_publisher) < 65536:
-            self._by_publisher[name] = found
-        return found
+        return _by_name(self.publishers, self._by_publisher, name)
+
+    def family(self, publisher: str | None, url: str | None) -> str:
+        """The article's publisher family: its link's registrable domain, or the family that
+        domain belongs to ([families]); on a shared platform (YouTube, …) or without a link, the
+        family of the publisher's name, else the name lower-cased. The YouTube channels of CNN
+        and Al Jazeera are two publishers (not one ``youtube.com``); a CNN video and a CNN
+        article are one.
+
+        >>> t = SourceTiers({}, {}, {"cnn.it": "cnn.com", "cnn": "cnn.com"})
+        >>> [t.family("CNN", "https://www.youtube.com/watch?v=1"), t.family("CNN International", "https://cnn.it/2W"),
+        ...  t.family("NYT World", "https://www.nytimes.com/a"), t.family("Al  Jazeera", "https://youtu.be/x")]
+        ['cnn.com', 'cnn.com', 'nytimes.com', 'al jazeera']
+        """
+        name = " ".join((publisher or "").lower().split())
+        if url and "://" in url:
+            try:
+                dom = registrable_domain(url)
+            except ValueError:
+                dom = ""
+            if dom and not (dom in SHARED_PLATFORMS and name):
+                return self.families.get(dom, dom)
+        if name and self.families:
+            fam = _by_name(self.families, self._family_by_name, publisher or "")
+            if fam is not None:
+                return fam
+        return name
 
     def lookup(self, publisher: str | None, url: str | None) -> str | None:
         """The article's default tier: by its link's host, else by its publisher's name."""
@@ -88,6 +105,23 @@ class SourceTiers:
             if t is not None:
                 return t
         return self.for_publisher(publisher) if publisher else None
+
+
+def _by_name(table: Mapping[str, str], memo: dict[str, str | None], name: str) -> str | None:
+    """``table``'s value for the publisher ``name``, or for the longest listed name it starts
+    with (whole words, :func:`publisher_key`), memoized."""
+    hit = memo.get(name, "")
+    if hit != "":
+        return hit
+    words = publisher_key(name).split(" ")
+    found = None
+    for n in range(len(words), 0, -1):
+        found = table.get(" ".join(words[:n]))
+        if found is not None:
+            break
+    if len(memo) < 65536:
+        memo[name] = found
+    return found
 
 
 def load_source_tiers(path: str | Path = BUILTIN) -> SourceTiers:
@@ -112,7 +146,22 @@ def load_source_tiers(path: str | Path = BUILTIN) -> SourceTiers:
                 msg = f"source tier table {path}: {section}.{k} = {v!r} is not one of {', '.join(TIERS)}"
                 raise ValueError(msg)
             out[section][norm(k)] = v
-    return SourceTiers(out["domains"], out["publishers"])
+    families: dict[str, str] = {}
+    fam = data.get("families", {})
+    if not isinstance(fam, dict):
+        msg = f"source tier table {path}: [families] must be a table"
+        raise ValueError(msg)
+    for main, others in fam.items():
+        if not isinstance(others, list) or not all(isinstance(x, str) for x in others):
+            msg = f"source tier table {path}: families.{main} must be a list of domains and names"
+            raise ValueError(msg)
+        main = main.lower().strip().rstrip(".")
+        for x in others:  # a domain has a dot; a name is matched like [publishers]
+            families[x.lower().strip().rstrip(".") if "." in x else publisher_key(x)] = main
+    return SourceTiers(out["domains"], out["publishers"], families)
 
 
 BUILTIN_TIERS = load_source_tiers()
+#: no table: no tiers by domain or name; families are registrable domains (channel names on
+#: shared platforms)
+NO_TABLE = SourceTiers({}, {})

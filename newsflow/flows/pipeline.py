@@ -51,6 +51,7 @@ from newsflow.digest.entries import digest_entries
 from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
+from newsflow.feeds.tiers import NO_TABLE, SourceTiers
 from newsflow.flows import metrics
 from newsflow.flows.isolation import internal_error, isolated
 from newsflow.model.messages import (
@@ -101,6 +102,12 @@ DIGESTS_KEY = "digests"
 
 def shard_keys(settings: Settings) -> list[str]:
     return [f"dd{i:03d}" for i in range(settings.dedup.shards)]
+
+
+def families_of(settings: Settings) -> SourceTiers:
+    """The configured source table's publisher families (the table off: registrable domains
+    and platform channel names only)."""
+    return settings.normalize.to_config().source_tiers or NO_TABLE
 
 
 def story_keys(settings: Settings) -> list[str]:
@@ -294,6 +301,7 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
         self.recovery = recovery
         self.s = settings
         self.story_config = settings.stories.to_config()
+        self.families = families_of(settings)
         st = restore(STEP_DEDUP, resume) if resume is not None else {}
         self.shard: DedupShard = (
             st["shard"] if "shard" in st else DedupShard(settings.dedup.window_ms, settings.dedup.emit_repolls)
@@ -335,7 +343,7 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
         # the dedup shards spread over every worker, not in the story shards (one per category)
         todo = [(i, d) for i, d in enumerate(out) if isinstance(d, Deduped)]
         if todo:
-            feats = featurize_batch([d.article for _, d in todo], self.story_config)
+            feats = featurize_batch([d.article for _, d in todo], self.story_config, self.families)
             for (i, d), f in zip(todo, feats, strict=True):
                 out[i] = Deduped(d.seq, d.article, d.info, d.epoch, f)
         return out
@@ -353,6 +361,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         self.recovery = recovery
         self.story_config = settings.stories.to_config()
         self.score_config = settings.scoring.to_config()
+        self.families = families_of(settings)
         st = restore(STEP_STORIES, resume) if resume is not None else {}
         # (explicit membership tests: an empty aligner is falsy but its tick counts matter)
         self.merge: EpochMerge = st["merge"] if "merge" in st else EpochMerge(tuple(shard_keys(settings)))
@@ -383,7 +392,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         """Items released in input order -> health reports and scored article records."""
         out: list[StoryOutput] = []
         missing = [x.article for x in items if isinstance(x, Deduped) and x.features is None]
-        feats = iter(featurize_batch(missing, self.story_config)) if missing else iter(())
+        feats = iter(featurize_batch(missing, self.story_config, self.families)) if missing else iter(())
         recs: list[tuple[JsonRecord, str, str | None]] = []
         for x in items:
             if isinstance(x, HealthReport):
@@ -404,7 +413,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 rec["topic_id"] = f"{key}/{rec['topic_id']}"  # topics are per story shard
                 metrics.ARTICLES.labels(rec["disposition"]).inc()
                 out.append(ScoredArticle(rec, story_text=text))
-                self.tracker.observe(rec)
+                self.tracker.observe(rec, self.families)
                 self.members.add(rec)
         merges = self.assigner.take_merges()
         if merges:  # late merges: the stories topic says so, the digests follow them, and the
@@ -442,7 +451,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
             "story_publishers": asg.story_publishers,
             "story_tiers": sorted(tiers),
             "match_score": asg.score,
-        })
+        }, self.families)
 
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_STORIES, {
@@ -481,6 +490,7 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
         self.schedule = settings.digests.schedule()
         self.config = settings.digests.to_config()
         self.score_config = settings.scoring.to_config()  # scores follow the story at digest time
+        self.families = families_of(settings)
         st = restore(STEP_DIGESTS, resume) if resume is not None else {}
         self.buckets: dict[int, list[JsonRecord]] = st.get("buckets", {})
         self.health: dict[int, list[JsonRecord]] = st.get("health", {})
@@ -514,7 +524,7 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
                 [rec], title_weight=self.config.title_weight, body_words=self.config.body_words,
                 profile_terms=bool(self.profile_types))[0]
             self.buckets.setdefault(fetched // HOUR, []).append(entry)
-            self.coverage.add(rec)
+            self.coverage.add(rec, self.families.family)
             return (), StatefulLogic.RETAIN
         if isinstance(msg, HealthReport):
             h = msg.record
@@ -694,7 +704,7 @@ def _to_digests(settings: Settings, profiles: ProfilesConfig | None
 
 
 #: what a digest step reads of an article record besides its entry (event time, story coverage)
-_DIGEST_RECORD_FIELDS = ("story_id", "fetched_at", "publisher", "feed_id", "tier", "seen_in")
+_DIGEST_RECORD_FIELDS = ("story_id", "fetched_at", "publisher", "feed_id", "tier", "seen_in", "canonical_url", "url")
 
 
 def _digest_view(rec: JsonRecord) -> JsonRecord:

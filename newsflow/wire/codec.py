@@ -13,6 +13,7 @@ import orjson
 
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import ms_to_iso
+from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
 from newsflow.model.records import (
     ARTICLE_SCHEMA_VERSION,
     DEADLETTER_SCHEMA_VERSION,
@@ -123,7 +124,8 @@ def deadletter_to_dict(d: DeadLetter) -> dict[str, Any]:
     }
 
 
-def article_record(a: Article, info: DedupInfo, seq: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def article_record(a: Article, info: DedupInfo, seq: str, extra: dict[str, Any] | None = None,
+                   families: SourceTiers | None = None) -> dict[str, Any]:
     """The ``articles`` v1 record of an article and the dedup decision about it."""
     if info.revision_no:  # a revision, or a later version of a syndicated copy
         key = f"{a.article_id}#r{info.revision_no}"
@@ -167,7 +169,8 @@ def article_record(a: Article, info: DedupInfo, seq: str, extra: dict[str, Any] 
         "revision_no": info.revision_no,
         "preferred": info.preferred,
         "seen_in": info.seen_in,
-        "publishers_seen": len({s.publisher for s in info.seen_in}),
+        # publisher families (``families``, default the built-in table), not feeds
+        "publishers_seen": len({(families or BUILTIN_TIERS).family(s.publisher, s.url) for s in info.seen_in}),
     }
     if a.truncated:
         rec["truncated"] = True
