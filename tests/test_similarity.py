@@ -125,3 +125,19 @@ def test_sentences_keep_abbreviations_and_initials() -> None:
     # a segment in lower case continues the sentence; quotes stay with their sentence
     assert split_sentences('Why? the analyst asked. "It fell." Banks agree.') == [
         "Why? the analyst asked.", '"It fell."', "Banks agree."]
+
+
+def test_simhash_of_a_batch_equals_one_call_per_bag() -> None:
+    """featurize_batch fingerprints every body of a batch in one numpy pass; the votes are
+    integers, so each fingerprint is the one a call per body gives (ties, bit 63, empty bags)."""
+    import random
+
+    from newsflow.dedup.similarity import simhash64, simhash64_batch
+
+    rnd = random.Random(7)
+    vocab = [f"w{i}" for i in range(300)]
+    bags = [[" ".join(rnd.choices(vocab, k=3)) for _ in range(rnd.choice([0, 1, 2, 4, 40, 250]))] for _ in range(300)]
+    bags += [["same"], ["a", "a"], []]
+    got = simhash64_batch(bags)
+    assert got == [simhash64(b) for b in bags]
+    assert any(v >= 1 << 63 for v in got) and got[-1] == 0

@@ -42,6 +42,7 @@ __all__ = [
     "sentence_key",
     "signature_jaccard",
     "simhash64",
+    "simhash64_batch",
     "title_jaccard",
     "title_jaro_winkler",
     "title_overlap_coefficient",
@@ -103,6 +104,32 @@ def simhash64(features: Iterable[str], weights: Sequence[float] | None = None) -
     out = 0
     for i in np.flatnonzero(total > 0):
         out |= 1 << int(i)
+    return out
+
+
+def simhash64_batch(feature_sets: Sequence[Sequence[str]]) -> list[int]:
+    """:func:`simhash64` (unweighted) of many bags at once: one hash pass and one numpy vote
+    count over all features (the votes are integers, so the result equals one call per bag).
+
+    >>> bags = [["a b", "b c"], [], ["x y", "x y", "y z"]]
+    >>> simhash64_batch(bags) == [simhash64(b) for b in bags]
+    True
+    """
+    lens = [len(f) for f in feature_sets]
+    out = [0] * len(lens)
+    rows = [i for i, n in enumerate(lens) if n]
+    if not rows:
+        return out
+    h = xxhash.xxh3_64_intdigest
+    hashes = np.fromiter((h(f.encode("utf-8", "surrogatepass")) for i in rows for f in feature_sets[i]),
+                         dtype=np.uint64, count=sum(lens))
+    votes = ((hashes[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).astype(np.int32) * 2 - 1
+    offsets = np.zeros(len(rows), dtype=np.int64)
+    np.cumsum([lens[i] for i in rows[:-1]], out=offsets[1:])
+    totals = np.add.reduceat(votes, offsets, axis=0) > 0  # (bags, 64): bit i set when its sum > 0
+    weights = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
+    for i, v in zip(rows, (totals * weights).sum(axis=1, dtype=np.uint64).tolist(), strict=True):
+        out[i] = int(v)
     return out
 
 
@@ -180,7 +207,7 @@ def minhash_signatures(
             if sh:
                 rows.append(i)
                 lens.append(len(sh))
-                hashes.extend(h(t) for t in sh)
+                hashes.extend(map(h, sh))
             i += 1
         start = i
         if not hashes:

@@ -44,7 +44,7 @@ from newsflow.dedup.similarity import (
     minhash_signatures,
     sentence_key,
     signature_jaccard,
-    simhash64,
+    simhash64_batch,
     title_jaccard,
     title_jaro_winkler,
     title_overlap_coefficient,
@@ -404,6 +404,7 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
         for j, i in enumerate(with_body):
             body_keys[i] = tuple(keys[j])
             body_sigs[i] = compress_signature(sigs[j])
+    simhashes = simhash64_batch(body_shingles)
     out = []
     for i, a in enumerate(articles):
         body = bodies[i]
@@ -442,7 +443,7 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
             title_keys=tuple(title_keys[i]) if words[i] else (),
             body_keys=body_keys.get(i, ()),
             body_sig=body_sigs.get(i, b""),
-            simhash=simhash64(body_shingles[i]) if body_shingles[i] else 0,
+            simhash=simhashes[i],
             sentences=tuple(sentence_key(x) for x in first_sentences(body)) if body else (),
             entities=tuple(sorted(entity_keys(ents))),
             terms=tuple(sorted(tf.items())),
