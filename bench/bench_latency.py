@@ -139,7 +139,19 @@ def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path,
             t_end = time.time() + seconds
         n += 1
         time.sleep(max(0.0, 1.0 / rate - (time.time() - now)))
-    time.sleep(5)  # let the tail arrive
+    # let the tail arrive: the poller keeps sending heartbeats when no feed has news, and the
+    # last items wait for the tick after them (without these, the last second's items were
+    # never released and showed up as "missing")
+    t_tail = time.time() + 5
+    while time.time() < t_tail and any(k not in got for k in sent):
+        for part in range(partitions):
+            p.produce(names["raw"], envelope("__tick__", None, int(time.time() * 1000)), key=b"__tick__",
+                      partition=part)
+        if profile:
+            p.produce(names["interactions"], orjson.dumps(interaction_heartbeat(int(time.time() * 1000))),
+                      key=b"__tick__")
+        p.flush()
+        time.sleep(heartbeat_s)
     stop.set()
     th.join(5)
     child.terminate()
