@@ -49,7 +49,7 @@ from newsflow.dedup.similarity import (
     title_jaro_winkler,
     title_overlap_coefficient,
 )
-from newsflow.feeds.tiers import SourceTiers
+from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
 from newsflow.text.entities import entity_keys, entity_overlap, extract_entities
 from newsflow.text.titles import (
     content_tokens,
@@ -379,12 +379,11 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
                     families: SourceTiers | None = None) -> list[StoryFeatures]:
     """:func:`featurize` of many articles, MinHash computed in one numpy pass (use it in a
     batch operator: same result as featurize one by one, several times faster). An article's
-    publisher is its publisher family (``families``' [families], default the built-in table:
-    :func:`~newsflow.dedup.story_state.publisher_family`): a story's publishers are
+    publisher is its publisher family (:meth:`~newsflow.feeds.tiers.SourceTiers.family` of
+    ``families``, default the built-in table): a story's publishers are
     organisations, not feeds ("NYT U.S." and "NYT World" are one; a CNN video and a CNN
     article are one)."""
-    from newsflow.dedup.story_state import publisher_family
-
+    family = (BUILTIN_TIERS if families is None else families).family
     n = len(articles)
     pubs = [getattr(a, "publisher", "") or "" for a in articles]
     words = [tuple(normalize_title(a.title or "", p).split()) for a, p in zip(articles, pubs, strict=True)]
@@ -436,8 +435,7 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
                     tf[t] = tf.get(t, 0.0) + bw
         out.append(StoryFeatures(
             ref=a.article_id,
-            publisher=publisher_family(pubs[i], getattr(a, "canonical_url", None) or getattr(a, "url", None),
-                                       families),
+            publisher=family(pubs[i], getattr(a, "canonical_url", None) or getattr(a, "url", None)),
             time_ms=int(a.published_ms),
             words=words[i],
             title_keys=tuple(title_keys[i]) if words[i] else (),

@@ -39,9 +39,6 @@ class SourceTiers:
     families: Mapping[str, str] = field(default_factory=dict)
     _by_publisher: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
     _family_by_name: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
-    #: (publisher, url) -> family: each record is counted by the stories step, the tracker and
-    #: every digest step (its URL and its sightings'), so most lookups repeat
-    _family_memo: dict[tuple[str | None, str | None], str] = field(default_factory=dict, compare=False, repr=False)
 
     def for_host(self, host: str) -> str | None:
         """Tier of the host or of its nearest listed parent domain, down to the registrable domain.
@@ -83,15 +80,6 @@ class SourceTiers:
         ...  t.family("NYT World", "https://www.nytimes.com/a"), t.family("Al  Jazeera", "https://youtu.be/x")]
         ['cnn.com', 'cnn.com', 'nytimes.com', 'al jazeera']
         """
-        memo = self._family_memo
-        got = memo.get((publisher, url))
-        if got is None:
-            if len(memo) >= 65536:
-                memo.clear()
-            got = memo[(publisher, url)] = self._family(publisher, url)
-        return got
-
-    def _family(self, publisher: str | None, url: str | None) -> str:
         name = " ".join((publisher or "").lower().split())
         if url and "://" in url:
             try:
