@@ -8,6 +8,12 @@ it is what a busy machine cannot hide, and a step's CPU does not depend on the o
 
     .venv/bin/python bench/bench_steps.py ../shared/data/real-feeds/npr-ars-wgrz_2026-02_08.feeds.raw.jsonl.gz
     .venv/bin/python bench/bench_steps.py --exchange     # Bytewax's own cost of one item crossing
+    .venv/bin/python bench/bench_steps.py --pickle ../shared/data/real-feeds/npr-ars-wgrz_2026-02_08.feeds.raw.jsonl.gz
+
+``--pickle ARCHIVE`` times a pickle round trip (what Bytewax does to a message that crosses
+processes) of the messages the first 300 polls of an archive make, ``Deduped`` (article, dedup
+decision, story features) and ``ScoredArticle``, with the dataclasses' own pickling and with
+``newsflow.core.pickling.fast_pickle``, in one invocation.
 
 ``--exchange`` measures the cost of moving an item between processes in Bytewax itself: 20,000
 dicts of ~1 KB through two keyed steps, on 1 process and on 2 (CPU of all processes summed); the
@@ -107,13 +113,67 @@ def exchange(count: int) -> None:
                       "extra_us_per_crossing": round((two - one) / count * 1e6, 1)}))
 
 
+def pickling(archive: str, polls: int = 300, rounds: int = 5) -> None:
+    """Pickle round trips of real messages: the dataclasses' own ``__getstate__`` /
+    ``__setstate__`` vs :func:`~newsflow.core.pickling.fast_pickle`'s ``__reduce__``."""
+    import itertools
+    import pickle
+
+    sys.path.insert(0, str(ROOT))
+    from newsflow.connectors.files import iter_archive
+    from newsflow.dedup.stories import StoryFeatures, StoryInput, featurize_batch
+    from newsflow.feeds.normalize import normalize_payload
+    from newsflow.model import messages, records
+    from newsflow.model.records import DedupInfo
+    from newsflow.wire.codec import decode_raw
+    from newsflow.wire.envelope import EnvelopeError
+
+    msgs: list[object] = []
+    for raw in itertools.islice(iter_archive(Path(archive)), polls):
+        try:
+            arts = normalize_payload(decode_raw(raw)).articles
+        except EnvelopeError:
+            continue
+        feats = featurize_batch([StoryInput(a.article_id, a.title, a.url, a.publisher, a.published_ms,
+                                            a.body_text, a.canonical_url) for a in arts])
+        for a, f in zip(arts, feats, strict=True):
+            msgs.append(messages.Deduped(a.article_id, a, DedupInfo("unique", None, None, seen_in=(records.Sighting(a.feed_id, a.publisher, a.url or "", a.fetched_at, a.article_id),)), 0, f))
+            msgs.append(messages.ScoredArticle({"article_id": a.article_id, "title": a.title, "body_text": a.body_text}))
+    classes = list(dict.fromkeys([c for m in (messages, records) for c in vars(m).values()
+                                  if isinstance(c, type) and "__reduce__" in vars(c)] + [StoryFeatures]))
+    fast = {c: vars(c)["__reduce__"] for c in classes}
+
+    def round_trips() -> float:
+        t0 = time.perf_counter()
+        for m in msgs:
+            pickle.loads(pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))
+        return (time.perf_counter() - t0) / len(msgs) * 1e6
+
+    res: dict[str, list[float]] = {"dataclass": [], "fast_pickle": []}
+    for _ in range(rounds):
+        for c in classes:
+            delattr(c, "__reduce__")  # back to the dataclass's own __getstate__/__setstate__
+        res["dataclass"].append(round_trips())
+        for c, f in fast.items():
+            c.__reduce__ = f  # type: ignore[method-assign]
+        res["fast_pickle"].append(round_trips())
+    ratio = [a / b for a, b in zip(res["dataclass"], res["fast_pickle"], strict=True)]
+    print(json.dumps({"messages": len(msgs), "us_per_round_trip_median": {
+        k: round(sorted(v)[len(v) // 2], 2) for k, v in res.items()},
+        "dataclass_over_fast_per_round": [round(x, 2) for x in ratio]}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("archive", nargs="?")
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--exchange", action="store_true")
     ap.add_argument("--count", type=int, default=20_000)
+    ap.add_argument("--pickle", metavar="ARCHIVE")
     a = ap.parse_args()
+    if a.pickle:
+        pickling(a.pickle)
+        return
     if a.exchange:
         exchange(a.count)
         return

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple, Protocol
 import xxhash
 
 from newsflow.core.hashing import shard_of, stable_id
+from newsflow.core.pickling import fast_pickle
 from newsflow.dedup.similarity import (
     compress_signature,
     first_sentences,
@@ -330,6 +331,7 @@ class StoryInput(NamedTuple):
     canonical_url: str | None = None
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class StoryFeatures:
     """Compact, picklable features of one article: all that layers 3-5 and stories need."""

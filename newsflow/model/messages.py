@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from newsflow.core.pickling import fast_pickle
 from newsflow.model.records import Article, DedupInfo
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 JsonRecord = dict[str, Any]
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Output:
     """A finished record for a sink: topic, idempotent key, serialized value."""
@@ -38,6 +40,7 @@ class Output:
     value: bytes
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Batch:
     """Messages for one key, in the order they were emitted, sent as one Bytewax item; the
@@ -46,6 +49,7 @@ class Batch:
     items: tuple[Any, ...]
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class ParsedArticle:
     """A normalized article; ``seq`` is its position in the replayable input, ``epoch`` its
@@ -56,6 +60,7 @@ class ParsedArticle:
     epoch: int = -1
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class HealthReport:
     """A parse-side ``feed-health`` record, routed in input order to the digest's health report.
@@ -69,6 +74,7 @@ class HealthReport:
     epoch: int = -1
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Tick:
     """A source's event time moved into ``bucket`` (``watermark // tick_ms``; ``END``: the source
@@ -80,6 +86,7 @@ class Tick:
     source: str = ""
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class ToShard:
     """A parse output addressed to one dedup shard (the key of the next step)."""
@@ -88,6 +95,7 @@ class ToShard:
     item: ParsedArticle | HealthReport | Tick
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Deduped:
     """An article with its exact-dedup decision (layers 1-2)."""
@@ -100,6 +108,7 @@ class Deduped:
     features: StoryFeatures | None = None
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class ScoredArticle:
     """An ``articles`` record: story, importance and topic assigned; on the way to the digest
@@ -112,6 +121,7 @@ class ScoredArticle:
     story_text: str | None = None
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class MergedArticle:
     """An ``articles`` record emitted again, same ``key``, because its story merged into another
@@ -122,6 +132,7 @@ class MergedArticle:
     record: JsonRecord
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class StoryUpdate:
     """A ``stories`` record: the current state of one story (changed or expired)."""
@@ -129,6 +140,7 @@ class StoryUpdate:
     record: JsonRecord
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class StoryMerge:
     """A late merge (dense regime): story ``gone`` joined story ``into``; ``at_ms`` is the event
@@ -140,6 +152,7 @@ class StoryMerge:
     at_ms: int
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class ShardWatermark:
     """A story shard released everything up to ``watermark``."""
@@ -147,6 +160,7 @@ class ShardWatermark:
     watermark: int
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class FromShard:
     """A story shard's output with the shard's key, for the single-key digests step."""
@@ -163,6 +177,7 @@ ParseOutput = Output | ToShard
 
 
 # ---------------------------------------------------------------- interest profiles (issue 13)
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Interaction:
     """A reader's interaction, checked: ``target`` is ``"article"`` or ``"story"``;
@@ -178,6 +193,7 @@ class Interaction:
     raw: bytes = b""
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class InteractionClock:
     """The interactions input partition ``partition`` has read everything up to ``watermark``."""
@@ -186,6 +202,7 @@ class InteractionClock:
     watermark: int
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class ArticleVector:
     """An article's profile vector (``newsflow.profiles.vectors``), broadcast to profile keys."""
@@ -197,6 +214,7 @@ class ArticleVector:
     names: tuple[tuple[int, str], ...]
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class ProfileAt:
     """A profile's weights as of event time ``as_of`` (a digest window's end; ``None``: the
@@ -208,6 +226,7 @@ class ProfileAt:
     top_terms: tuple[tuple[str, float], ...]
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class ProfileClock:
     """A profile applied every interaction before ``watermark``."""
@@ -216,6 +235,7 @@ class ProfileClock:
     watermark: int
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class ProfileVersion:
     """A profile's state after the interactions up to and at ``from_ms``: every term's weight and

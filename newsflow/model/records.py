@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from newsflow.core.pickling import fast_pickle
+
 # Schema versions, one per topic. Bump on any incompatible change and add a new schema file.
 RAW_SCHEMA_VERSION = 1
 ARTICLE_SCHEMA_VERSION = 1
@@ -18,6 +20,7 @@ DEADLETTER_SCHEMA_VERSION = 1
 STORY_SCHEMA_VERSION = 1
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class RawPayload:
     """One HTTP poll of one feed: the envelope on topic ``feeds.raw`` (key: ``feed_id``).
@@ -47,6 +50,7 @@ class RawPayload:
         return f"{self.feed_id}@{self.fetched_at_ms}"
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Media:
     url: str
@@ -57,6 +61,7 @@ class Media:
     source: str = "enclosure"  # enclosure | media_content | media_thumbnail | img
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Sighting:
     """Where an article (or a copy of it) has been seen: a feed of a publisher, at a URL."""
@@ -68,6 +73,7 @@ class Sighting:
     article_id: str
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Article:
     """A normalized feed item, before dedup decisions (output of ``normalize``)."""
@@ -106,6 +112,7 @@ class Article:
     story_text: str | None = None
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class DedupInfo:
     """What the dedup stage decided about one article."""
@@ -119,6 +126,7 @@ class DedupInfo:
     revision_no: int = 0
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     """A bad input that could not become an article (topic ``deadletter``, key ``dl_id``)."""
