@@ -114,3 +114,25 @@ def test_entries_keep_what_profile_ranking_reads() -> None:
     # idempotent, and the packed features survive a snapshot
     assert digest_entries(entries, profile_terms=True) == entries
     assert [relevance(e, ip) for e in pickle.loads(pickle.dumps(entries))] == full
+
+
+def test_digest_views_count_the_same_publishers_as_full_records() -> None:
+    """The flow's digest view carries the publisher families looked up once upstream; the
+    coverage it gives is the one the full records give (families, sightings included)."""
+    from newsflow.feeds.tiers import BUILTIN_TIERS
+    from newsflow.flows.pipeline import _digest_view
+
+    recs = _records(60)
+    for i, r in enumerate(recs):
+        r["publisher"] = ["CNN", "CNN International", "NYT U.S.", "Fox News latest", "BBC News Home"][i % 5]
+        r["url"] = ["https://www.youtube.com/watch?v=1", "https://cnn.it/x", "https://www.nytimes.com/a",
+                    "https://fxn.ws/b", "https://www.bbc.co.uk/news/c"][i % 5]
+        r["seen_in"] = [{"feed_id": "g", "publisher": "NYT World", "url": "https://nyti.ms/q",
+                         "fetched_at": r["fetched_at"], "article_id": "z"}, {"feed_id": "h"}] if i % 3 == 0 else []
+    family = BUILTIN_TIERS.family
+    full = StoryCoverage().extend(recs, family)
+    views = [_digest_view(r, family) for r in recs]
+    assert all("url" not in v and "family" in v for v in views)
+    from_views = StoryCoverage().extend(views)  # no table passed: the views' families count
+    assert from_views.stories == full.stories
+    assert {p for st in full.stories.values() for p in st.publishers} == {"cnn.com", "nytimes.com", "foxnews.com", "bbc.co.uk"}

@@ -4,11 +4,13 @@ Bytewax pickles every message that goes to another process (and every snapshot).
 ``@dataclass(frozen=True, slots=True)`` pickles through the ``__getstate__``/``__setstate__``
 that :mod:`dataclasses` adds: both call :func:`dataclasses.fields` on every object and set each
 slot with ``object.__setattr__`` in a Python loop. With two processes on the 1,037 polls of
-the NPR/Ars/WGRZ archive that was ~7 % of each worker's samples in a sampling profile. :func:`fast_pickle` gives such a class a ``__reduce__`` that sends its field values as
-one tuple, read by one C-level :func:`operator.attrgetter`, and rebuilds the object with its
-own constructor: a round trip of the real messages of an archive takes a third less time
-(1.47x, ``bench/bench_steps.py --pickle ARCHIVE``), and a 2-process run of that archive ~6 %
-less CPU (``bench/bench_steps.py ARCHIVE``).
+the NPR/Ars/WGRZ archive that was ~7 % of each worker's samples in a sampling profile.
+
+:func:`fast_pickle` gives such a class a ``__reduce__`` that sends its field values as one
+tuple, read by one C-level :func:`operator.attrgetter`, and rebuilds the object with its own
+constructor: a round trip of the real messages of an archive takes a third less time (1.47x,
+``bench/bench_steps.py --pickle ARCHIVE``), and a 2-process run of that archive ~6 % less CPU
+(``bench/bench_steps.py ARCHIVE``).
 
 Old pickles (from snapshots written before) still load: the dataclass's ``__setstate__``
 stays.

@@ -94,22 +94,29 @@ class StoryCoverage:
         if st is None:
             st = self.stories[sid] = _Story()
         st.last_ms = max(st.last_ms, t)
-        family = family or BUILTIN_TIERS.family
-        pub = str(rec.get("publisher") or rec.get("feed_id") or "")
-        if pub:
-            pub = family(pub, rec.get("canonical_url") or rec.get("url"))
+        if "seen_families" in rec:  # looked up once upstream (the flow's digest view)
+            pub, fams = rec.get("family"), rec["seen_families"]
+        else:
+            pub, fams = self.families_of(rec, family or BUILTIN_TIERS.family)
         if pub and t < st.publishers.get(pub, 1 << 62):
             st.publishers[pub] = t
         tier = rec.get("tier")
         if tier and t < st.tiers.get(tier, 1 << 62):
             st.tiers[tier] = t
-        for s in rec.get("seen_in") or ():
-            p = s.get("publisher") if isinstance(s, Mapping) else None
+        for s, p in zip(rec.get("seen_in") or (), fams, strict=True):
             ts = _ms(s.get("fetched_at")) if isinstance(s, Mapping) else None
-            if p:
-                p = family(p, s.get("url"))
             if p and ts is not None and ts < st.publishers.get(p, 1 << 62):
                 st.publishers[p] = ts
+
+    @staticmethod
+    def families_of(rec: Mapping[str, Any], family: Callable[[str | None, str | None], str]
+                    ) -> tuple[str | None, list[str | None]]:
+        """(the record's publisher family, that of each ``seen_in`` sighting: None where it names
+        no publisher), as :meth:`add` counts them."""
+        pub = str(rec.get("publisher") or rec.get("feed_id") or "")
+        fams = [family(s["publisher"], s.get("url")) if isinstance(s, Mapping) and s.get("publisher") else None
+                for s in rec.get("seen_in") or ()]
+        return (family(pub, rec.get("canonical_url") or rec.get("url")) if pub else None), fams
 
     def add_health(self, h: Mapping[str, Any]) -> None:
         """A ``feed-health`` record: its ``reliability`` (when the poller sent one) as of ``at``."""

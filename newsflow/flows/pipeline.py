@@ -683,11 +683,13 @@ def _digests_builder(settings: Settings, recovery: bool, profiles: ProfilesConfi
 
 def _to_digests(settings: Settings, profiles: ProfilesConfig | None
                 ) -> Callable[[list[tuple[str, StoryOutput]]], list[tuple[str, FromShard | Batch]]]:
-    """Story-shard outputs for the digest steps; an article's digest entry is built here, once,
-    where the story shard runs (not once per digest step), for a whole batch of records in one
-    call (the text analysis is vectorized per call: ~2x cheaper than one call per record)."""
+    """Story-shard outputs for the digest steps; an article's digest entry and publisher
+    families are built here, once, where the story shard runs (not once per digest step), for a
+    whole batch of records in one call (the text analysis is vectorized per call: ~2x cheaper
+    than one call per record)."""
     cfg = settings.digests.to_config()
     profile_terms = bool(profiles.with_digests) if profiles is not None else False
+    family = families_of(settings).family
 
     def route(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, FromShard | Batch]]:
         kept = [(k, m) for k, m in batch if not isinstance(m, StoryUpdate | MergedArticle)]
@@ -697,20 +699,25 @@ def _to_digests(settings: Settings, profiles: ProfilesConfig | None
                 for _, m in kept if isinstance(m, ScoredArticle)]
         entries = iter(digest_entries(arts, title_weight=cfg.title_weight, body_words=cfg.body_words,
                                       profile_terms=profile_terms) if arts else ())
-        return by_key((DIGESTS_KEY, FromShard(k, ScoredArticle(_digest_view(m.record), next(entries))
+        return by_key((DIGESTS_KEY, FromShard(k, ScoredArticle(_digest_view(m.record, family), next(entries))
                                               if isinstance(m, ScoredArticle) else m)) for k, m in kept)
 
     return route
 
 
 #: what a digest step reads of an article record besides its entry (event time, story coverage)
-_DIGEST_RECORD_FIELDS = ("story_id", "fetched_at", "publisher", "feed_id", "tier", "seen_in", "canonical_url", "url")
+_DIGEST_RECORD_FIELDS = ("story_id", "fetched_at", "publisher", "feed_id", "tier", "seen_in")
 
 
-def _digest_view(rec: JsonRecord) -> JsonRecord:
+def _digest_view(rec: JsonRecord, family: Callable[[str | None, str | None], str]) -> JsonRecord:
     """The record fields a digest step reads beside the entry: the 5 digest steps may run in
-    other processes, where each gets its own pickled copy (not the body text ×5)."""
-    return {k: rec[k] for k in _DIGEST_RECORD_FIELDS if k in rec}
+    other processes, where each gets its own pickled copy (not the body text ×5). With the
+    publisher families of the record and of its sightings (:meth:`StoryCoverage.add`'s
+    ``family`` / ``seen_families``), looked up here once, not by each digest step."""
+    view = {k: rec[k] for k in _DIGEST_RECORD_FIELDS if k in rec}
+    fams = StoryCoverage.families_of(rec, family)
+    view["family"], view["seen_families"] = fams
+    return view
 
 
 def _to_shard(kv: tuple[str, ToShard]) -> tuple[str, ShardInput]:
