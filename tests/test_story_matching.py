@@ -356,3 +356,68 @@ def test_another_outlets_date_is_about_the_event_not_an_episode() -> None:
     st.add("philstar", T0, {"abs": 1.0}, 16, ("5-4",))
     assert not st.other_days("abs-cbn news", ("5-5",))
     assert st.other_days("philstar", ("5-5",))
+
+
+TWO_ATTACKS = [  # real day: one London arrest, one Singapore charge, the same words
+    ("wh1", "Police officer attacked during West Hendon chase", "BBC News",
+     "A man is held on suspicion of attempted murder after an officer is seriously assaulted in West Hendon."),
+    ("wh2", "Man arrested on suspicion of attempted murder of a police officer", "Daily Mail",
+     "The man was arrested following an attack on a police officer in West Hendon, north west London."),
+    ("sg1", "Man charged with attempted murder of safe distancing officer", "Straits Times",
+     "A man accused of attacking a safe distancing officer at Bukit Batok Nature Park in Singapore "
+     "was charged with attempted murder."),
+]
+QUAKES = [  # three small quakes on one day: "quake near" a different place each time
+    ("eq1", "Earthquake: 3.2 quake reported near Simi Valley", "LA Times",
+     "A magnitude 3.2 earthquake was reported near Simi Valley on Wednesday."),
+    ("eq2", "Earthquake: 3.4 quake near Fortuna in Northern California", "LA Times",
+     "A magnitude 3.4 earthquake was reported near Fortuna on Wednesday."),
+    ("eq3", "Earthquake: 3.5 quake registered near Calexico", "LA Times",
+     "A magnitude 3.5 earthquake was reported near Calexico on Wednesday."),
+]
+
+
+def test_reports_naming_other_people_and_places_are_other_stories() -> None:
+    """Real 24-feed replay: the London arrest and the Singapore charge shared a morning brief
+    item; small quakes near three towns were one story. The articles name different places:
+    no story."""
+    ids = _run(TUNED, TWO_ATTACKS)
+    assert ids[0] == ids[1] and ids[2] != ids[0]
+    assert len(set(_run(TUNED, QUAKES))) == 3
+    off = replace(TUNED, story_name_veto=False)
+    assert len(set(_run(off, TWO_ATTACKS))) == 1 and len(set(_run(off, QUAKES))) < 3
+
+
+def test_the_name_veto_keeps_rewordings_that_name_the_same_thing() -> None:
+    """A rewording naming the event's subject at the start of its title (no sure name), in
+    Headline Title Case, or with only a surname still joins."""
+    items = [
+        ("dn1", "Disney's profits plunge 91% in coronavirus pandemic", "Daily Mail",
+         "The Walt Disney Company said its parks were closed for most of the quarter."),
+        ("dn2", "Disney suffers 91 per cent profit plunge in pandemic", "Sydney Morning Herald",
+         "Profits plunged as theme parks shut, chief executive Bob Chapek said."),
+        ("dn3", "Disney Profit Plunges 91 Percent as Parks Stay Shut", "NYT Business", ""),
+    ]
+    assert len(set(_run(TUNED, items))) == 1
+    assert len(set(_run(TUNED, EVENT))) == 1
+
+
+def test_name_keys_and_story_names() -> None:
+    from newsflow.dedup.stories import StoryState, name_keys
+
+    sure, loose = name_keys("Disney Profit Plunges 91 Percent", "The Walt Disney Company reported.")
+    assert sure == {"walt", "disney", "company"} and {"profit", "plunges", "percent"} <= loose
+    st = StoryState("sa", "a", T0, T0)
+    st.add("bbc", T0, {"officer": 1.0}, 16, (), ("hendon", "west"), ("hendon", "police", "west"))
+    assert st.names_other(("singapore",), ("man", "singapore"))
+    assert not st.names_other(("london",), ("hendon", "london"))  # my loose meets its sure
+    assert not st.names_other(("police", "met"), ("police", "met"))  # its loose meets my sure
+    assert not st.names_other((), ("man",))  # nothing sure named: no veto
+    back = StoryState.restore(st.snapshot())
+    assert back.name_keys() == st.name_keys()
+    assert StoryState.restore(st.snapshot()[:8]).name_keys() == (frozenset(), frozenset())
+    sa = StoryAssigner(TUNED)
+    other = StoryState("sb", "b", T0, T0, names=frozenset({"london"}), name_words=frozenset({"london"}))
+    sa.stories["sa"], sa.stories["sb"] = st, other
+    sa._merge(st, other)
+    assert st.name_keys() == (frozenset({"hendon", "west", "london"}), frozenset({"hendon", "police", "west", "london"}))

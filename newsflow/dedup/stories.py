@@ -51,7 +51,13 @@ from newsflow.dedup.similarity import (
     title_overlap_coefficient,
 )
 from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
-from newsflow.text.entities import entity_keys, entity_overlap, extract_entities
+from newsflow.text.entities import (
+    capitalized_phrases,
+    entity_keys,
+    entity_overlap,
+    extract_entities,
+    is_title_case,
+)
 from newsflow.text.titles import (
     content_tokens,
     normalize_title,
@@ -203,6 +209,11 @@ class StoryConfig:
     #: (:func:`~newsflow.text.titles.title_dates`); other outlets' dates ("franchise expires
     #: May 4") are about the event, not an episode, and do not count
     story_date_veto: bool = False
+    #: on a sparse stream, an article whose title and description lead name people, places
+    #: or organisations does not join a story whose members named others, none of them
+    #: (:func:`name_keys`): "attempted murder of a police officer" in West Hendon and in
+    #: Singapore, quakes near Simi Valley and near Calexico, five "climate change" explainers
+    story_name_veto: bool = False
     #: weight of title bigrams and of URL-slug words relative to a title word
     bigram_weight: float = 1.0
     slug_weight: float = 0.5
@@ -278,6 +289,8 @@ TUNED = StoryConfig(
     story_min_concepts=2,
     # episodes of one programme differ by the day in their titles
     story_date_veto=True,
+    # two events that share words but name different people or places are two stories
+    story_name_veto=True,
 )
 
 #: The default before issue 9: story centroid >= 0.06 everywhere, tuned on UCI headlines only.
@@ -286,7 +299,7 @@ HEADLINES_2014 = replace(
     body_term_words=0, story_idle_ms=12 * HOUR_MS, story_idle_ms_dense=0, redundancy_memory=False,
     story_threshold_decay_dense=-1.0, story_merge_dense=0.0,
     follow_same_publisher_duplicates=True, same_publisher_factor=1.0, story_min_concepts=0,
-    story_date_veto=False,
+    story_date_veto=False, story_name_veto=False,
 )
 
 PRESETS: dict[str, StoryConfig] = {
@@ -348,6 +361,8 @@ class StoryFeatures:
     entities: tuple[str, ...] = ()  # entity keys (sorted)
     terms: tuple[tuple[str, float], ...] = ()  # story-matching terms with tf weights
     dates: tuple[str, ...] = ()  # calendar days the title names ("M-D"), for the date veto
+    names: tuple[str, ...] = ()  # name keys of title + lead, sure ones (the name veto)
+    name_words: tuple[str, ...] = ()  # the same with capitalized sentence-initial words
 
     @property
     def title_norm(self) -> str:
@@ -448,8 +463,44 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
             entities=tuple(sorted(entity_keys(ents))),
             terms=tuple(sorted(tf.items())),
             dates=title_dates(a.title or "") if config.story_date_veto else (),
+            **(_names(a.title or "", body, pubs[i]) if config.story_name_veto else {}),
         ))
     return out
+
+
+def name_keys(title: str, lead: str) -> tuple[frozenset[str], frozenset[str]]:
+    """What an article names, as single-word keys (:func:`entity_keys`): ``(sure, loose)``.
+
+    *Sure* names are :func:`extract_entities` of the title (unless it is in Headline Title
+    Case, where capitals say nothing) and of the description's first 400 characters. *Loose*
+    names add every capitalized word, sentence-initial ones too ("Disney suffers 90 per cent
+    profit drop"): a sentence-initial word may be a name or not. Two sides name the same thing
+    when one side's sure names meet the other side's loose ones.
+
+    >>> sure, loose = name_keys("Disney suffers 90 per cent profit drop", "")
+    >>> sorted(sure), sorted(loose)
+    ([], ['disney'])
+    >>> sure, _ = name_keys("Man arrested", "An attack on a police officer in West Hendon, north west London")
+    >>> sorted(sure)
+    ['hendon', 'london', 'west']
+    """
+    lead = lead[:400]
+    initial: list[str] = []
+    head = capitalized_phrases(title, skipped=initial)
+    sure = capitalized_phrases(lead, skipped=initial)
+    if is_title_case(title.split()):
+        initial += head
+    else:
+        sure += head
+    keys = entity_keys(p.lower() for p in sure)
+    return keys, keys | entity_keys(p.lower() for p in initial)
+
+
+def _names(title: str, lead: str, publisher: str) -> dict[str, tuple[str, ...]]:
+    """:func:`name_keys` without the outlet's own name ("CNN's Anderson Cooper reports")."""
+    sure, loose = name_keys(title, lead)
+    own = _publisher_terms(publisher)
+    return {"names": tuple(sorted(sure - own)), "name_words": tuple(sorted(loose - own))}
 
 
 def entity_index_keys(features: StoryFeatures) -> list[int]:
@@ -708,6 +759,10 @@ def story_id_for(first_article_id: str) -> str:
     return "s" + stable_id("story", first_article_id)
 
 
+#: loose name keys a story keeps
+MAX_NAMES = 256
+
+
 @dataclass(slots=True)
 class StoryState:
     """Keyed state of one story (key: ``story_id``)."""
@@ -724,13 +779,20 @@ class StoryState:
     #: calendar days named by the members' titles, per publisher (sorted "publisher|M-D" keys;
     #: the date veto)
     dates: tuple[str, ...] = ()
+    #: what the members named (:func:`name_keys`, sure / loose; the name veto); no more are
+    #: added once ``MAX_NAMES`` loose keys are kept (a big story vetoes less, never more)
+    names: frozenset[str] = frozenset()
+    name_words: frozenset[str] = frozenset()
 
     def add(self, publisher: str, time_ms: int, vec: Mapping[str, float], max_terms: int,
-            dates: tuple[str, ...] = ()) -> None:
-        """Add a member: count, publisher, times, title days, and its unit vector to the
-        centroid sum. The centroid is pruned to its ``max_terms`` heaviest terms when it
+            dates: tuple[str, ...] = (), names: tuple[str, ...] = (),
+            name_words: tuple[str, ...] = ()) -> None:
+        """Add a member: count, publisher, times, title days, names, and its unit vector to
+        the centroid sum. The centroid is pruned to its ``max_terms`` heaviest terms when it
         reaches twice that (amortized O(1) per term)."""
         self.count += 1
+        if name_words:
+            self.add_names(names, name_words)
         if dates:
             self.add_dates(tuple(f"{publisher}|{d}" for d in dates))
         if publisher:
@@ -757,6 +819,24 @@ class StoryState:
         if not set(dates) <= set(old):
             self.dates = tuple(sorted({*old, *dates}))
 
+    def add_names(self, names: Iterable[str], name_words: Iterable[str]) -> None:
+        old, old_words = self.name_keys()
+        if len(old_words) < MAX_NAMES:
+            self.names, self.name_words = old | frozenset(names), old_words | frozenset(name_words)
+
+    def name_keys(self) -> tuple[frozenset[str], frozenset[str]]:
+        """``(sure, loose)`` names of the members (a state pickled before the fields: none)."""
+        return getattr(self, "names", frozenset()), getattr(self, "name_words", frozenset())
+
+    def names_other(self, names: tuple[str, ...], name_words: tuple[str, ...]) -> bool:
+        """Whether an article naming ``names`` (sure) / ``name_words`` (loose) names only
+        other things than this story's members: both sides have sure names, and neither
+        side's sure names meet the other's loose ones."""
+        sure, loose = self.name_keys()
+        if not names or not sure:
+            return False
+        return loose.isdisjoint(names) and sure.isdisjoint(name_words)
+
     def day_keys(self) -> tuple[str, ...]:
         """The title days (a state pickled before the field has none)."""
         return getattr(self, "dates", ())
@@ -774,7 +854,8 @@ class StoryState:
     def snapshot(self) -> tuple[Any, ...]:
         return (self.story_id, self.first_ref, self.first_ms, self.last_ms, self.count,
                 tuple(sorted(self.publishers)),
-                tuple((t, round(w, 5)) for t, w in self.centroid.items()), self.day_keys())
+                tuple((t, round(w, 5)) for t, w in self.centroid.items()), self.day_keys(),
+                *(tuple(sorted(k)) for k in self.name_keys()))
 
     @classmethod
     def restore(cls, snap: tuple[Any, ...]) -> StoryState:
@@ -783,6 +864,8 @@ class StoryState:
         st.norm = math.sqrt(sum(w * w for w in st.centroid.values()))
         if len(snap) > 7:
             st.dates = tuple(snap[7])
+        if len(snap) > 9:
+            st.names, st.name_words = frozenset(snap[8]), frozenset(snap[9])
         return st
 
 
@@ -868,7 +951,9 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
                          threshold: float | None = None,
                          publisher: str | None = None,
                          passing: list[StoryState] | None = None,
-                         dates: tuple[str, ...] = ()) -> tuple[StoryState | None, float]:
+                         dates: tuple[str, ...] = (),
+                         names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+                         ) -> tuple[StoryState | None, float]:
     """Best open story for a unit TF-IDF vector ``vec``.
 
     ``postings`` maps each term of ``vec`` to the stories indexed under it; the dot product
@@ -876,7 +961,9 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
     then divided by the centroid norm (cosine). A story is open while its last member is less
     than ``story_idle_ms`` old. Returns the best story when its cosine >= ``story_threshold``;
     ties go to the older story, then the smaller id (order-free). With ``dates`` (the days the
-    article's title names), a story whose titles name only other days is not a match."""
+    article's title names), a story whose titles name only other days is not a match; with
+    ``names`` (the article's sure and loose :func:`name_keys`) and ``story_name_veto``, a story
+    whose members named only other things (:meth:`StoryState.names_other`) is not either."""
     dots: dict[str, float] = {}
     spec: dict[str, float] = {}
     concepts: dict[str, int] = {}
@@ -909,11 +996,14 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
     same_pub = config.same_publisher_factor
     min_spec = config.story_min_specific
     reach = config.story_merge_reach if passing is not None else 1.0
+    name_veto = config.story_name_veto and bool(names[0])
     for sid, dot in dots.items():
         st = stories[sid]
         if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
             continue
         if dates and st.other_days(publisher or "", dates):
+            continue
+        if name_veto and st.names_other(*names):
             continue
         s = dot / st.count if average and st.count else dot / st.norm
         thr = base * st.count ** -decay if decay else base
@@ -1125,7 +1215,7 @@ class StoryAssigner:
         self.terms = _TermStats(config.window_ms, config.slab_ms)
         self.redundancy = _Redundancy(config.window_ms, config.slab_ms)
         self._dense_config = replace(
-            config, story_min_concepts=0, same_publisher_factor=1.0,
+            config, story_min_concepts=0, same_publisher_factor=1.0, story_name_veto=False,
             story_idle_ms=config.story_idle_ms_dense or config.story_idle_ms,
             story_threshold_decay=(config.story_threshold_decay if config.story_threshold_decay_dense < 0
                                    else config.story_threshold_decay_dense))
@@ -1177,6 +1267,8 @@ class StoryAssigner:
         into.publishers |= other.publishers
         if other.day_keys():
             into.add_dates(other.day_keys())
+        if other.name_keys()[1]:
+            into.add_names(*other.name_keys())
         into.first_ms = min(into.first_ms, other.first_ms)
         into.last_ms = max(into.last_ms, other.last_ms)
         del self.stories[other.story_id]
@@ -1321,7 +1413,8 @@ class StoryAssigner:
             merge = cfg.story_merge_dense if mcfg is self._dense_config else 0.0
             passing: list[StoryState] | None = [] if merge else None
             st, score = match_story_centroid(vec, postings, self.stories, now, mcfg, generic, thr,
-                                             features.publisher, passing, features.dates)
+                                             features.publisher, passing, features.dates,
+                                             (features.names, features.name_words))
             if st is not None and passing:
                 for other in sorted(passing, key=lambda o: o.story_id):
                     if other is not st and _centroid_cosine(st, other) >= merge:
@@ -1343,7 +1436,8 @@ class StoryAssigner:
             st = self.stories[sid] = StoryState(sid, ref, features.time_ms, features.time_ms)
             new = True
         if member:
-            st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms, features.dates)
+            st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms, features.dates,
+                   features.names, features.name_words)
         else:  # a sighting of a known article: counts for distinct publishers only
             if features.publisher:
                 st.publishers.add(features.publisher)

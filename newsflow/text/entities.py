@@ -55,9 +55,16 @@ def is_title_case(words: Sequence[str]) -> bool:
     return len(long) >= 2 and sum(w[0].isupper() for w in long) >= 0.75 * len(long)
 
 
-def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
+def capitalized_phrases(text: str, *, skip_initial: bool = True,
+                        skipped: list[str] | None = None) -> list[str]:
     """Runs of capitalized words ("Barack Obama", "European Central Bank"), original case,
-    minus stop/generic words; sentence-initial single words are skipped (undecidable)."""
+    minus stop/generic words; sentence-initial single words are skipped (undecidable), or
+    collected in ``skipped`` when given (both kinds from one pass).
+
+    >>> lone: list[str] = []
+    >>> capitalized_phrases("Disney shuts parks. Walt Disney World closes", skipped=lone), lone
+    (['Walt Disney World'], ['Disney'])
+    """
     out: list[str] = []
     run: list[str] = []
     initial = True
@@ -67,8 +74,11 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True) -> list[str]:
         if run:
             # long runs are Title Case headline fragments, not names
             lone_initial = skip_initial and run_initial and len(run) == 1 and not run[0].isupper()
-            if not lone_initial and len(run) <= 4:
-                out.append(" ".join(run))
+            if len(run) <= 4:
+                if not lone_initial:
+                    out.append(" ".join(run))
+                elif skipped is not None:
+                    skipped.append(run[0])
             run.clear()
 
     toks = _CAP_TOKEN.findall(text)
