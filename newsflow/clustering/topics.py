@@ -359,7 +359,7 @@ def assign_many(
 
 def annotate(
     recs: Sequence[Mapping[str, Any]],
-    now: int | None,
+    now: int | Sequence[int] | None,
     model: OnlineTopics,
     config: Any = None,
     reliability: Mapping[str, float] | None = None,
@@ -368,8 +368,8 @@ def annotate(
     """Importance (scored dispositions only) + topic fields of a batch of article records, in
     order, analyzing each text once. Every article gets a ``topic_id``; only ``unique``,
     ``revision`` and ``same_event`` articles move the centres (copies would over-weight
-    repeated text). ``now`` = event time (epoch ms); ``None``: each record's own
-    ``fetched_at`` (deterministic whatever the batching). ``reliability`` maps feed_id -> 0..1;
+    repeated text). ``now`` = event time (epoch ms), one for all or one per record; ``None``:
+    each record's own ``fetched_at`` (deterministic whatever the batching). ``reliability`` maps feed_id -> 0..1;
     ``story_texts``: per record, its body without the feed's boilerplate (None: none removed),
     for the depth score. Returns the fields to merge into each record."""
     from newsflow.scoring.importance import (
@@ -390,14 +390,15 @@ def annotate(
     )
     X = hashed_matrix(feats, tc.dim)
     texts = story_texts if story_texts is not None else [None] * len(recs)
+    nows: Sequence[int | None] = [now] * len(recs) if now is None or isinstance(now, int) else now
     out = []
-    for r, f, v, text in zip(recs, feats, X, texts, strict=True):
+    for r, f, v, text, at in zip(recs, feats, X, texts, nows, strict=True):
         scored = should_score(r)
         fields: dict[str, Any]
         if scored:
             imp = importance(
                 r,
-                now if now is not None else record_ms(r, "fetched"),
+                at if at is not None else record_ms(r, "fetched"),
                 cfg,
                 reliability=rel.get(str(r.get("feed_id"))),
                 features=f if same else None,

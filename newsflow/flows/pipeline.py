@@ -26,6 +26,7 @@ heartbeat envelope (``feed_id="__tick__"``) moves event time on quiet streams.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 import bytewax.operators as op
@@ -81,6 +82,7 @@ from newsflow.model.records import Article, DeadLetter, RawPayload
 from newsflow.profiles.config import ProfilesConfig
 from newsflow.profiles.rank import personalize, with_item_relevance, with_relevance
 from newsflow.profiles.vectors import interest_profile
+from newsflow.scoring.importance import scored_as_of
 from newsflow.wire.codec import (
     EnvelopeError,
     article_record,
@@ -162,6 +164,8 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         self.repolls: RepollMemory = st.get("repolls") or RepollMemory()
         #: up to two feed ids seen on this partition (one: a gap is confirmed by that feed)
         self.feeds: list[str] = st.get("feeds", [])
+        #: each feed's last poll that showed the feed (200 with items, or 304), event time
+        self.polls: dict[str, int] = st.get("polls", {})
 
     def on_item(self, value: tuple[str, bytes]) -> tuple[Iterable[ParseOutput], bool]:
         seq, raw = value
@@ -257,11 +261,15 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             if b > self.bucket:  # every item of an earlier epoch was sent (the wiring adds the source)
                 self.bucket = b
                 self.repolls.expire(self.wm, self.s.dedup.window_ms)
+                self.polls = expire_polls(self.polls, self.wm - self.s.dedup.window_ms)
                 out.extend(ToShard(k, Tick(b, self.wm)) for k in self.keys)
         epoch = self.bucket  # this payload's items: released once every partition ticked past it
         if payload.feed_id != TICK_FEED_ID:
             res = normalize_payload(payload, self.normalize_config, self.repolls)
-            for a in res.articles:
+            prev = self.polls.get(payload.feed_id)
+            if payload.status == 304 or res.items:
+                self.polls[payload.feed_id] = max(payload.fetched_at_ms, prev or 0)
+            for a in res.articles if prev is None else (replace(a, previous_poll_ms=prev) for a in res.articles):
                 out.append(ToShard(dedup_shard_key(a, self.s.dedup.shards),
                                    ParsedArticle(f"{seq}:{a.item_index:05d}", a, epoch)))
             for dl in res.deadletters:
@@ -282,8 +290,15 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_PARSE, {"watermark": self.wm, "bucket": self.bucket,
                                           "clock_candidate": self.candidate, "repolls": self.repolls,
-                                          "feeds": self.feeds},
+                                          "feeds": self.feeds, "polls": self.polls},
                              freeze=self.recovery)
+
+
+def expire_polls(polls: dict[str, int], cutoff_ms: int) -> dict[str, int]:
+    """The feeds' last polls without those older than ``cutoff_ms`` (event time)."""
+    if all(t >= cutoff_ms for t in polls.values()):
+        return polls
+    return {f: t for f, t in polls.items() if t >= cutoff_ms}
 
 
 def _dl_out(topic: str, dl: DeadLetter) -> Output:
@@ -393,7 +408,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         out: list[StoryOutput] = []
         missing = [x.article for x in items if isinstance(x, Deduped) and x.features is None]
         feats = iter(featurize_batch(missing, self.story_config, self.families)) if missing else iter(())
-        recs: list[tuple[JsonRecord, str, str | None]] = []
+        recs: list[tuple[JsonRecord, str, str | None, int]] = []
         for x in items:
             if isinstance(x, HealthReport):
                 h = x.record
@@ -402,13 +417,16 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 if x.report:
                     out.append(x)
                 continue
+            a = x.article
             recs.append((self._story(x, x.features if x.features is not None else next(feats)),
-                         story_key(x.article, self.s), getattr(x.article, "story_text", None)))
+                         story_key(a, self.s), getattr(a, "story_text", None),
+                         scored_as_of(a.fetched_ms, a.published_ms, getattr(a, "previous_poll_ms", None))))
         if recs:
-            # now = each record's fetch time
-            fields = annotate([r for r, _, _ in recs], None, self.topics, self.score_config,
-                              reliability=self.reliability, story_texts=[t for _, _, t in recs])
-            for (rec, key, text), f in zip(recs, fields, strict=True):
+            # each record scored as of its fetch, or of its feed's previous poll if the article
+            # was published before it (the age it had when the feed could first have shown it)
+            fields = annotate([r for r, _, _, _ in recs], [t for _, _, _, t in recs], self.topics, self.score_config,
+                              reliability=self.reliability, story_texts=[t for _, _, t, _ in recs])
+            for (rec, key, text, _), f in zip(recs, fields, strict=True):
                 rec.update(f)
                 rec["topic_id"] = f"{key}/{rec['topic_id']}"  # topics are per story shard
                 metrics.ARTICLES.labels(rec["disposition"]).inc()
@@ -418,7 +436,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         merges = self.assigner.take_merges()
         if merges:  # late merges: the stories topic says so, the digests follow them, and the
             # merged-away story's articles records are emitted again (same keys) under the new id
-            at = max(iso_to_ms(r["fetched_at"]) for r, _, _ in recs)
+            at = max(iso_to_ms(r["fetched_at"]) for r, _, _, _ in recs)
             for gone, into in merges:
                 self.tracker.merge(gone, into)
                 out.append(StoryMerge(gone, into, at))

@@ -81,6 +81,23 @@ def recency_score(
     return s * (1.0 - penalty) if date_uncertain else s
 
 
+def scored_as_of(fetched_ms: int, published_ms: int, previous_poll_ms: int | None) -> int:
+    """The event time an article's importance (its recency) is computed at: its fetch, or,
+    when its feed was polled before (``previous_poll_ms``, that poll showed the feed), the
+    latest time the article can have first appeared there: its publication if that came after
+    the previous poll, else that poll. A gap between polls (a replayed archive polled a few
+    times a day, an outage) does not age the news it brings; an item that surfaces long after
+    its publication still counts as old.
+
+    >>> h = 3_600_000
+    >>> scored_as_of(10 * h, 9 * h, None), scored_as_of(10 * h, 9 * h, 2 * h), scored_as_of(10 * h, 1 * h, 2 * h)
+    (36000000, 32400000, 7200000)
+    """
+    if previous_poll_ms is None or previous_poll_ms >= fetched_ms:
+        return fetched_ms
+    return min(fetched_ms, max(published_ms, previous_poll_ms))
+
+
 def hours_between(now: datetime | int, published: datetime | int | str) -> float:
     """Hours from ``published`` to ``now`` (aware datetimes, epoch ms or ISO strings)."""
     return (_to_ms(now) - _to_ms(published)) / HOUR_MS
@@ -475,9 +492,9 @@ def rescore(
     """Importance recomputed from the story as it stands (000 Step 4 at digest time):
     corroboration from the story's distinct ``publishers`` / ``tiers`` now, authority from the
     tier x the feed's current ``reliability``; recency, relevance and depth are the record's own
-    (recency as of its first sighting: a digest ranks what was fresh when it came in, it does
-    not age a morning's news against the evening). ``None`` when the record has no components
-    (not scored)."""
+    (recency as of its first sighting, :func:`scored_as_of`: a digest ranks what was fresh when
+    it came in, it does not age a morning's news against the evening). ``None`` when the record
+    has no components (not scored)."""
     comps = rec.get("importance_components")
     if not isinstance(comps, Mapping) or not all(c in comps for c in COMPONENTS):
         return None
