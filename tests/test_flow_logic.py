@@ -354,13 +354,16 @@ def test_a_gap_between_polls_does_not_age_the_news_it_brings() -> None:
              RawPayload("example", "https://news.example/rss", t0 + 5 * HOUR, 500, b""),  # an error shows nothing
              RawPayload("example", "https://news.example/rss", t0 + 10 * HOUR, 200, rss([new, late, old]))]
     parse = ParseLogic(SETTINGS, None, False)
-    arts = [(p.fetched_at_ms, m.item.article) for i, p in enumerate(polls)
-            for m in parse._item(f"0000:{i:012d}", encode_raw(p)[1])
-            if isinstance(m, ToShard) and isinstance(m.item, ParsedArticle)]
-    assert [(a.guid, a.previous_poll_ms) for _, a in arts] == [("old", None), ("new", t0), ("late", t0), ("old", t0)]
-    items, wm = _deduped(arts)
+    parsed = [m.item for i, p in enumerate(polls) for m in parse._item(f"0000:{i:012d}", encode_raw(p)[1])
+              if isinstance(m, ToShard) and isinstance(m.item, ParsedArticle)]
+    assert [(x.article.guid, x.previous_poll_ms) for x in parsed] == [
+        ("old", None), ("new", t0), ("late", t0), ("old", t0)]
+    dedup = DedupLogic(SETTINGS, None, False)
+    items = [d for d in dedup._run(parsed) if isinstance(d, Deduped)]  # (the re-served "old" is no news)
+    assert [(d.article.guid, d.previous_poll_ms) for d in items] == [("old", None), ("new", t0), ("late", t0)]
+    wm = t0 + 10 * HOUR
     stories = StoriesLogic(SETTINGS, None, False)
-    for _, v in items:
+    for v in items:
         stories.on_item(v)
     out = [m for t in _ticks(wm) for m in stories.on_item(t)[0]]
     recency = {m.record["guid"]: m.record["importance_components"]["recency"]

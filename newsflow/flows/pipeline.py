@@ -26,7 +26,6 @@ heartbeat envelope (``feed_id="__tick__"``) moves event time on quiet streams.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import Any
 
 import bytewax.operators as op
@@ -269,9 +268,9 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             prev = self.polls.get(payload.feed_id)
             if payload.status == 304 or res.items:
                 self.polls[payload.feed_id] = max(payload.fetched_at_ms, prev or 0)
-            for a in res.articles if prev is None else (replace(a, previous_poll_ms=prev) for a in res.articles):
+            for a in res.articles:
                 out.append(ToShard(dedup_shard_key(a, self.s.dedup.shards),
-                                   ParsedArticle(f"{seq}:{a.item_index:05d}", a, epoch)))
+                                   ParsedArticle(f"{seq}:{a.item_index:05d}", a, epoch, prev)))
             for dl in res.deadletters:
                 metrics.DEADLETTERS.labels(dl.stage, dl.reason).inc()
                 if dl.reason == "no_title_no_body":
@@ -353,14 +352,14 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
             if info is None:
                 metrics.REPOLLS.inc()
                 continue
-            out.append(Deduped(x.seq, x.article, info, x.epoch))
+            out.append(Deduped(x.seq, x.article, info, x.epoch, None, x.previous_poll_ms))
         # the story features (stateless: titles, MinHash bands, terms) are computed here, in
         # the dedup shards spread over every worker, not in the story shards (one per category)
         todo = [(i, d) for i, d in enumerate(out) if isinstance(d, Deduped)]
         if todo:
             feats = featurize_batch([d.article for _, d in todo], self.story_config, self.families)
             for (i, d), f in zip(todo, feats, strict=True):
-                out[i] = Deduped(d.seq, d.article, d.info, d.epoch, f)
+                out[i] = Deduped(d.seq, d.article, d.info, d.epoch, f, d.previous_poll_ms)
         return out
 
     def snapshot(self) -> Snapshot:
@@ -420,7 +419,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
             a = x.article
             recs.append((self._story(x, x.features if x.features is not None else next(feats)),
                          story_key(a, self.s), getattr(a, "story_text", None),
-                         scored_as_of(a.fetched_ms, a.published_ms, getattr(a, "previous_poll_ms", None))))
+                         scored_as_of(a.fetched_ms, a.published_ms, getattr(x, "previous_poll_ms", None))))
         if recs:
             # each record scored as of its fetch, or of its feed's previous poll if the article
             # was published before it (the age it had when the feed could first have shown it)

@@ -58,6 +58,10 @@ class ParsedArticle:
     seq: str
     article: Article
     epoch: int = -1
+    #: event time of its feed's previous poll that showed the feed (None: none in the window,
+    #: e.g. the feed's first poll): the article is scored as of that poll at the latest
+    #: (``newsflow.scoring.importance.scored_as_of``)
+    previous_poll_ms: int | None = None
 
 
 @fast_pickle
@@ -106,6 +110,8 @@ class Deduped:
     epoch: int = -1
     #: the article's story features (``newsflow.dedup.stories.featurize``), computed by the shard
     features: StoryFeatures | None = None
+    #: :attr:`ParsedArticle.previous_poll_ms`
+    previous_poll_ms: int | None = None
 
 
 @fast_pickle

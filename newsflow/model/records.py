@@ -110,10 +110,6 @@ class Article:
     #: ``newsflow.text.boilerplate``), what story features read; None: the body has none.
     #: Internal (not in the ``articles`` record).
     story_text: str | None = None
-    #: event time of its feed's previous poll that showed the feed (None: none in the window,
-    #: e.g. the feed's first poll); recency is the article's age at that poll at most, so a
-    #: gap between polls does not age the news it brings. Internal.
-    previous_poll_ms: int | None = None
 
 
 @fast_pickle
