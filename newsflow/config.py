@@ -269,6 +269,15 @@ class StorySettings(Section):
     story_merge_dense: float = Field(_S.story_merge_dense, ge=0, le=1)
     #: a story is a late-merge candidate when the article reaches this share of its threshold
     story_merge_reach: float = Field(_S.story_merge_reach, ge=0, le=1)
+    #: a dated title does not join a story whose titles from its publisher name other days
+    story_date_veto: bool = _S.story_date_veto
+    #: sparse stream: no story whose members named only other people / places than the article
+    story_name_veto: bool = _S.story_name_veto
+    #: sparse stream: threshold x this for a story sharing story_name_min_shared of the
+    #: article's rare names (in at most story_name_rare_df of the window's documents); 1 = off
+    story_name_boost: float = Field(_S.story_name_boost, gt=0, le=1)
+    story_name_rare_df: float = Field(_S.story_name_rare_df, ge=0, le=1)
+    story_name_min_shared: int = Field(_S.story_name_min_shared, ge=1)
 
     @model_validator(mode="before")
     @classmethod

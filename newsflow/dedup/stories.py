@@ -214,6 +214,13 @@ class StoryConfig:
     #: (:func:`name_keys`): "attempted murder of a police officer" in West Hendon and in
     #: Singapore, quakes near Simi Valley and near Calexico, five "climate change" explainers
     story_name_veto: bool = False
+    #: on a sparse stream, a story whose members named at least ``story_name_min_shared`` of
+    #: the article's rare sure names (name keys in at most ``story_name_rare_df`` of the
+    #: window's documents: "Neil Ferguson", "Angela Merkel", not "Trump") needs the threshold x
+    #: this: columns and reactions that share few words with the news share its names
+    story_name_boost: float = 1.0
+    story_name_rare_df: float = 0.005
+    story_name_min_shared: int = 2
     #: weight of title bigrams and of URL-slug words relative to a title word
     bigram_weight: float = 1.0
     slug_weight: float = 0.5
@@ -289,8 +296,10 @@ TUNED = StoryConfig(
     story_min_concepts=2,
     # episodes of one programme differ by the day in their titles
     story_date_veto=True,
-    # two events that share words but name different people or places are two stories
+    # two events that share words but name different people or places are two stories; the
+    # same rare names (two keys: a person's full name) halve the threshold
     story_name_veto=True,
+    story_name_boost=0.5,
 )
 
 #: The default before issue 9: story centroid >= 0.06 everywhere, tuned on UCI headlines only.
@@ -299,7 +308,7 @@ HEADLINES_2014 = replace(
     body_term_words=0, story_idle_ms=12 * HOUR_MS, story_idle_ms_dense=0, redundancy_memory=False,
     story_threshold_decay_dense=-1.0, story_merge_dense=0.0,
     follow_same_publisher_duplicates=True, same_publisher_factor=1.0, story_min_concepts=0,
-    story_date_veto=False, story_name_veto=False,
+    story_date_veto=False, story_name_veto=False, story_name_boost=1.0,
 )
 
 PRESETS: dict[str, StoryConfig] = {
@@ -953,6 +962,7 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
                          passing: list[StoryState] | None = None,
                          dates: tuple[str, ...] = (),
                          names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+                         rare_names: AbstractSet[str] = frozenset(),
                          ) -> tuple[StoryState | None, float]:
     """Best open story for a unit TF-IDF vector ``vec``.
 
@@ -963,7 +973,9 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
     ties go to the older story, then the smaller id (order-free). With ``dates`` (the days the
     article's title names), a story whose titles name only other days is not a match; with
     ``names`` (the article's sure and loose :func:`name_keys`) and ``story_name_veto``, a story
-    whose members named only other things (:meth:`StoryState.names_other`) is not either."""
+    whose members named only other things (:meth:`StoryState.names_other`) is not either; a
+    story whose members named ``story_name_min_shared`` of ``rare_names`` (the article's rare
+    sure names) needs the threshold x ``story_name_boost``."""
     dots: dict[str, float] = {}
     spec: dict[str, float] = {}
     concepts: dict[str, int] = {}
@@ -997,6 +1009,9 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
     min_spec = config.story_min_specific
     reach = config.story_merge_reach if passing is not None else 1.0
     name_veto = config.story_name_veto and bool(names[0])
+    boost, min_shared = config.story_name_boost, config.story_name_min_shared
+    if boost == 1.0 or len(rare_names) < min_shared:
+        rare_names = frozenset()
     for sid, dot in dots.items():
         st = stories[sid]
         if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
@@ -1010,6 +1025,8 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
         if same_pub != 1.0 and publisher is not None and len(st.publishers) == 1 and \
                 publisher in st.publishers:
             thr *= same_pub
+        if rare_names and len(st.name_keys()[0] & rare_names) >= min_shared:
+            thr *= boost
         if s < thr:
             if reach < 1.0 and s >= thr * reach:  # near enough to be merged, not to be joined
                 passing.append(st)  # type: ignore[union-attr]
@@ -1140,6 +1157,12 @@ class _TermStats:
         df = self.df
         return {t for t in terms if df.get(t, 0) > lim}
 
+    def rare(self, terms: Iterable[str], max_df: float) -> frozenset[str]:
+        """Those of ``terms`` found in at most ``max_df`` of the window's documents."""
+        lim = max_df * self.n
+        df = self.df
+        return frozenset(t for t in terms if df.get(t, 0) <= lim)
+
     def idf(self, term: str) -> float:
         return math.log((self.n + 1) / (self.df.get(term, 0) + 0.5))
 
@@ -1216,6 +1239,7 @@ class StoryAssigner:
         self.redundancy = _Redundancy(config.window_ms, config.slab_ms)
         self._dense_config = replace(
             config, story_min_concepts=0, same_publisher_factor=1.0, story_name_veto=False,
+            story_name_boost=1.0,
             story_idle_ms=config.story_idle_ms_dense or config.story_idle_ms,
             story_threshold_decay=(config.story_threshold_decay if config.story_threshold_decay_dense < 0
                                    else config.story_threshold_decay_dense))
@@ -1412,9 +1436,12 @@ class StoryAssigner:
                        if cfg.story_min_specific or cfg.story_min_concepts else frozenset())
             merge = cfg.story_merge_dense if mcfg is self._dense_config else 0.0
             passing: list[StoryState] | None = [] if merge else None
+            rare: AbstractSet[str] = frozenset()
+            if mcfg.story_name_boost != 1.0 and len(features.names) >= mcfg.story_name_min_shared:
+                rare = self.terms.rare(features.names, mcfg.story_name_rare_df)
             st, score = match_story_centroid(vec, postings, self.stories, now, mcfg, generic, thr,
                                              features.publisher, passing, features.dates,
-                                             (features.names, features.name_words))
+                                             (features.names, features.name_words), rare)
             if st is not None and passing:
                 for other in sorted(passing, key=lambda o: o.story_id):
                     if other is not st and _centroid_cosine(st, other) >= merge:
