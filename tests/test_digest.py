@@ -748,3 +748,13 @@ def test_digests_follow_late_story_merges_as_of_the_window_end():
     assert cov.as_of("s-a", WIN.end_ms)[0] == sorted({publisher_family(r["publisher"], r["url"]) for r in recs})
     assert len(cov.as_of("s-a", WIN.end_ms)[0]) == len({r["publisher"] for r in recs})
     assert cov.as_of("s-a", WIN.start_ms)[0] == []  # nobody carried either before the window
+
+
+def test_equal_scores_rank_the_fresher_lead_first():
+    """Most new articles score recency 100 (as of their feed's previous poll), so equal scores
+    are common in a brief: between clusters of equal score and size, the fresher lead comes
+    first (the lead's id, a hash, decided before)."""
+    for first, second in (("ebola", "fed"), ("fed", "ebola")):
+        recs = [rec(first, 0, 60, hours=2.0), rec(second, 0, 60, hours=9.0)]
+        d = assemble_digest(recs, WIN)
+        assert [it["lead"]["title"] for it in items(d, NOTEWORTHY)] == [TOPICS[second][0], TOPICS[first][0]]

@@ -534,8 +534,10 @@ def _assemble(
     checks: list[dict[str, Any]] = []
     prev_index = list((previous or {}).get("topic_index") or [])
     has_prev = previous is not None
-    # rank: best score, then size, then the lead's id
-    clusters.sort(key=lambda c: (-c.score, -c.size, sel.base[c.lead]["article_id"]))
+    # rank: best score, then size, then the fresher lead (most new articles score recency 100:
+    # equal scores are common), then the lead's id
+    clusters.sort(key=lambda c: (-c.score, -c.size, -article_time_ms(sel.base[c.lead]),
+                                 sel.base[c.lead]["article_id"]))
     trends: dict[str, str | None] = {}
     if not has_prev:
         checks.append(
