@@ -430,6 +430,7 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
             body_keys[i] = tuple(keys[j])
             body_sigs[i] = compress_signature(sigs[j])
     simhashes = simhash64_batch(body_shingles)
+    names_on = config.story_name_veto or config.story_name_boost != 1.0
     out = []
     for i, a in enumerate(articles):
         body = bodies[i]
@@ -472,7 +473,7 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
             entities=tuple(sorted(entity_keys(ents))),
             terms=tuple(sorted(tf.items())),
             dates=title_dates(a.title or "") if config.story_date_veto else (),
-            **(_names(a.title or "", body, pubs[i]) if config.story_name_veto else {}),
+            **(_names(a.title or "", body, pubs[i]) if names_on else {}),
         ))
     return out
 
@@ -480,10 +481,10 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
 def name_keys(title: str, lead: str) -> tuple[frozenset[str], frozenset[str]]:
     """What an article names, as single-word keys (:func:`entity_keys`): ``(sure, loose)``.
 
-    *Sure* names are :func:`extract_entities` of the title (unless it is in Headline Title
-    Case, where capitals say nothing) and of the description's first 400 characters. *Loose*
-    names add every capitalized word, sentence-initial ones too ("Disney suffers 90 per cent
-    profit drop"): a sentence-initial word may be a name or not. Two sides name the same thing
+    *Sure* names are the :func:`capitalized_phrases` of the title (unless it is in Headline
+    Title Case, where capitals say nothing) and of the description's first 400 characters.
+    *Loose* names add the capitalized words those leave out at the start of a sentence
+    ("Disney suffers 90 per cent profit drop": a name or not) and a Title Case title's phrases. Two sides name the same thing
     when one side's sure names meet the other side's loose ones.
 
     >>> sure, loose = name_keys("Disney suffers 90 per cent profit drop", "")
