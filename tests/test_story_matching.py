@@ -402,6 +402,23 @@ def test_the_name_veto_keeps_rewordings_that_name_the_same_thing() -> None:
     assert len(set(_run(TUNED, EVENT))) == 1
 
 
+def test_a_place_and_its_people_are_one_name() -> None:
+    """Real day: "German Chancellor Angela Merkel" and "large European countries" name
+    Germany and Europe; a report whose only sure name is "European" is not about other things."""
+    from newsflow.dedup.stories import name_keys
+
+    items = [
+        ("de1", "Germany sets out plan to reopen its economy", "CNN International",
+         "German Chancellor Angela Merkel set out plans Wednesday for the gradual reopening of the country."),
+        ("de2", "Germany to Reopen Most of Its Economy in Coming Weeks", "WSJ World",
+         "Germany announced a further phasing out of its lockdown, putting itself at the front of "
+         "a group of large European countries feeling their way back toward economic normality."),
+    ]
+    assert len(set(_run(TUNED, items))) == 1
+    sure, loose = name_keys("German states reopen", "Europe's largest economy, the European Union said.")
+    assert {"germany", "europe", "union"} <= loose and "german" not in loose and "european" not in sure
+
+
 def test_name_keys_and_story_names() -> None:
     from newsflow.dedup.stories import StoryState, name_keys
 

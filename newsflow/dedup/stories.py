@@ -51,6 +51,7 @@ from newsflow.dedup.similarity import (
     title_overlap_coefficient,
 )
 from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
+from newsflow.text.demonyms import DEMONYMS
 from newsflow.text.entities import (
     capitalized_phrases,
     entity_keys,
@@ -485,7 +486,8 @@ def name_keys(title: str, lead: str) -> tuple[frozenset[str], frozenset[str]]:
     Title Case, where capitals say nothing) and of the description's first 400 characters.
     *Loose* names add the capitalized words those leave out at the start of a sentence
     ("Disney suffers 90 per cent profit drop": a name or not) and a Title Case title's phrases. Two sides name the same thing
-    when one side's sure names meet the other side's loose ones.
+    when one side's sure names meet the other side's loose ones. A people's name is its
+    place's ("German" -> ``germany``, :data:`~newsflow.text.demonyms.DEMONYMS`).
 
     >>> sure, loose = name_keys("Disney suffers 90 per cent profit drop", "")
     >>> sorted(sure), sorted(loose)
@@ -502,8 +504,15 @@ def name_keys(title: str, lead: str) -> tuple[frozenset[str], frozenset[str]]:
         initial += head
     else:
         sure += head
-    keys = entity_keys(p.lower() for p in sure)
-    return keys, keys | entity_keys(p.lower() for p in initial)
+    keys = _places(entity_keys(p.lower() for p in sure))
+    return keys, keys | _places(entity_keys(p.lower() for p in initial))
+
+
+def _places(keys: frozenset[str]) -> frozenset[str]:
+    """Name keys with a people's name as its place's ("german" -> "germany")."""
+    if keys.isdisjoint(DEMONYMS):
+        return keys
+    return frozenset(DEMONYMS.get(k, k) for k in keys)
 
 
 def _names(title: str, lead: str, publisher: str) -> dict[str, tuple[str, ...]]:
