@@ -127,6 +127,10 @@ class FlowSettings(Section):
     #: crash in C code) is dead-lettered (``poison_message``) instead of parsed again; needs a
     #: recovery directory (``newsflow.connectors.inflight``)
     poison_after_crashes: int = Field(2, ge=1, le=100)
+    #: generation-0 threshold of Python's cyclic garbage collector in a flow process (0:
+    #: Python's default, 700): with the default, ~7-13 % of a replay went to collections that
+    #: walk the window's state (``newsflow.core.gctune``)
+    gc_young_threshold: int = Field(50_000, ge=0, le=10_000_000)
 
     @property
     def tick_ms(self) -> int:

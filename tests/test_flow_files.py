@@ -208,3 +208,20 @@ def test_two_machines_joined_by_addresses_give_the_same_records(demo_archive: Pa
             p.kill()
     for t in TOPICS:
         assert sorted((tmp_path / "two" / f"{t}.jsonl").read_bytes().splitlines()) == sorted(outputs[t]), t
+
+
+def test_a_flow_process_runs_the_garbage_collector_less_often(demo_archive: Path, tmp_path: Path) -> None:
+    """Building the flow raises the collector's generation-0 threshold and freezes what was
+    imported (flow.gc_young_threshold); 0 leaves Python's defaults."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import gc, os; from newsflow.flows.entry import file_flow; file_flow(); "
+            "print(gc.get_threshold()[0], gc.get_freeze_count() > 0)")
+    env = {**os.environ, "NEWSFLOW_INPUT": str(demo_archive), "NEWSFLOW_OUT": str(tmp_path / "o")}
+    def probe(**extra: str) -> list[str]:
+        return subprocess.run([sys.executable, "-c", code], env={**env, **extra}, check=True, timeout=120,
+                              capture_output=True, text=True).stdout.split()
+    assert probe() == ["50000", "True"]
+    assert probe(NEWSFLOW_FLOW__GC_YOUNG_THRESHOLD="0") == ["700", "False"]

@@ -39,6 +39,7 @@ from newsflow.connectors.inflight import InflightJournals
 from newsflow.core.alignment import END, EpochMerge
 from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fetched_at
 from newsflow.core.exactbytes import exact_size
+from newsflow.core.gctune import tune_gc
 from newsflow.core.hashing import shard_of
 from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
@@ -769,6 +770,7 @@ def newsflow_steps(
     ``partitions``: every key of ``raw`` (the dedup shards merge them on event time, so each must
     tick: traffic or heartbeats). With keyed ``interactions`` (same shape) and ``profiles``, the
     profile steps too (``newsflow.flows.profiles``)."""
+    tune_gc(settings.flow.gc_young_threshold)
     sources = tuple(sorted(partitions))
     parsed = op.stateful(STEP_PARSE, raw, isolated("parse", settings,
                                                     lambda r: ParseLogic(settings, r, recovery, inflight_dir)))
