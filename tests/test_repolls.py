@@ -104,3 +104,19 @@ def test_real_archive_with_memory_equals_from_scratch(shared_dir: Path) -> None:
     items = sum(len(normalize_payload(p, S).articles) for p in payloads)
     assert m.payload_hits == len(payloads)
     assert m.item_hits > items / 2  # most items of a new payload were in the feed's previous one
+
+
+def test_entry_fingerprints_hold_what_json_cannot() -> None:
+    """An entry's re-poll key: its fields as JSON, dates by their repr; an entry JSON can't
+    hold (a lone surrogate, a huge integer) still gets a key, different from its neighbours'."""
+    import time as _time
+
+    from newsflow.feeds.normalize import _entry_fp
+
+    ctx = b"ctx"
+    dated = {"title": "a", "published_parsed": _time.gmtime(0)}
+    assert _entry_fp(dated, ctx) == _entry_fp(dict(dated), ctx)
+    assert _entry_fp(dated, ctx) != _entry_fp({**dated, "published_parsed": _time.gmtime(60)}, ctx)
+    odd = [{"title": "\ud800"}, {"title": "\udc00"}, {"n": 1 << 70}, {"n": 1 << 71}]
+    assert len({_entry_fp(e, ctx) for e in odd}) == 4
+    assert _entry_fp({"title": "a"}, ctx) != _entry_fp({"title": "a"}, b"other feed")
