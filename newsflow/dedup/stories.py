@@ -840,7 +840,7 @@ class StoryState:
 
     def add_names(self, names: Iterable[str], name_words: Iterable[str]) -> None:
         old, old_words = self.name_keys()
-        if len(old_words) < MAX_NAMES:
+        if len(old_words) < MAX_NAMES and not (old_words.issuperset(name_words) and old.issuperset(names)):
             self.names, self.name_words = old | frozenset(names), old_words | frozenset(name_words)
 
     def name_keys(self) -> tuple[frozenset[str], frozenset[str]]:
