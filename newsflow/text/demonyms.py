@@ -31,9 +31,9 @@ moroccan morocco mozambican mozambique namibian namibia nepalese nepal nepali ne
 nicaraguan nicaragua nigerian nigeria nigerien niger norwegian norway omani oman
 pakistani pakistan palestinian palestine panamanian panama paraguayan paraguay peruvian peru
 polish poland portuguese portugal qatari qatar romanian romania russian russia rwandan rwanda
-saudi saudi scottish scotland scot scotland senegalese senegal serbian serbia serb serbia
+scottish scotland scot scotland senegalese senegal serbian serbia serb serbia
 singaporean singapore slovak slovakia slovenian slovenia somali somalia
-spanish spain sri_lankan lanka sudanese sudan swedish sweden swede sweden swiss switzerland
+spanish spain sudanese sudan swedish sweden swede sweden swiss switzerland
 syrian syria taiwanese taiwan tajik tajikistan tanzanian tanzania thai thailand
 tibetan tibet tunisian tunisia turkish turkey turk turkey ugandan uganda ukrainian ukraine
 uruguayan uruguay uzbek uzbekistan venezuelan venezuela vietnamese vietnam welsh wales
@@ -42,6 +42,4 @@ californian california texan texas floridian florida
 """
 
 _WORDS = _PAIRS.split()
-DEMONYMS: dict[str, str] = {
-    _WORDS[i]: _WORDS[i + 1] for i in range(0, len(_WORDS), 2) if "_" not in _WORDS[i]
-}
+DEMONYMS: dict[str, str] = dict(zip(_WORDS[::2], _WORDS[1::2], strict=True))
