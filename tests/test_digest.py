@@ -680,11 +680,18 @@ def test_labels_are_entity_and_headline_words_or_a_short_headline():
     assert all(t in title_words for t in top["terms"])
     assert [title_words.index(t) for t in top["terms"]] == sorted(title_words.index(t) for t in top["terms"])
     # no entity in 2+ titles: a short form of the lead headline, never cut mid-phrase silently
-    from newsflow.digest.labels import short_headline
+    from newsflow.text.titles import short_headline
 
     assert short_headline("Why are we waiting? Ardern v Bridges - pressure on to lift lockdown early, Peters "
                           "enters fray") == "Why are we waiting? Ardern v Bridges"
     assert short_headline("Face off: Trump tours mask factory - BBC News") == "Face off: Trump tours mask factory"
+    # a sentence ends a clause; a cut never ends on a dangling word ("… so far. And", "… costing a …")
+    assert short_headline("Tim Cook to step down as Apple CEO. In letter, he names John Ternus as his "
+                          "successor", 14) == "Tim Cook to step down as Apple CEO"
+    assert short_headline("1 year in, National Guard became a part of D.C. life. Residents are split on "
+                          "whether it should stay", 14) == "1 year in, National Guard became a part of D.C. life"
+    assert short_headline("Inflation jumps as gas prices rise and here are 3 things now costing a lot "
+                          "more than last year", 14) == "Inflation jumps as gas prices rise and here are 3 things now costing …"
 
 
 def test_label_names_the_entity_the_lead_headline_leaves_out():

@@ -63,6 +63,19 @@ def test_lead_phase_label_and_schema() -> None:
     assert r["lead"]["canonical_url"] == "https://www.dailymail.co.uk/news/a2"
 
 
+def test_a_long_lead_headline_is_labelled_by_its_first_clause_or_sentence() -> None:
+    """The stories topic's label reads as a headline (the digests' short form): a long lead
+    headline is cut at a clause or sentence end, never on a dangling word ("… meet his …")."""
+    tr = StoryTracker()
+    tr.observe(rec("a1", "s", T0, title="She posted about ICE. Five months later, she was detained "
+                                        "at an airport and held for weeks"))
+    tr.observe(rec("b1", "t", T0, title="Lockdown professor steps down after breaking rules to meet "
+                                        "his married lover at home"))
+    labels = {v.story_id: v.label for v in tr.flush()}
+    assert labels == {"s": "She posted about ICE",
+                      "t": "Lockdown professor steps down after breaking rules to meet …"}
+
+
 def test_story_expires_on_the_publication_clock_with_a_last_record() -> None:
     tr = StoryTracker(window_ms=72 * H)
     tr.observe(rec("a1", "old", T0))

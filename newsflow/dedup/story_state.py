@@ -28,6 +28,7 @@ from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
 from newsflow.scoring.importance import story_phase
 from newsflow.text.entities import extract_entities
+from newsflow.text.titles import short_headline
 
 __all__ = ["MemberRecords", "StoryLead", "StoryTracker", "StoryView", "publisher_family", "story_entity"]
 
@@ -136,8 +137,7 @@ def story_entity(titles: list[str], skip: set[str] | frozenset[str] = frozenset(
 
 
 def _short(title: str, words: int = LABEL_WORDS) -> str:
-    w = title.split()
-    return " ".join(w[:words]) + (" …" if len(w) > words else "")
+    return short_headline(title, max_words=words)
 
 
 class StoryTracker:

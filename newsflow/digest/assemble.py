@@ -42,7 +42,6 @@ from newsflow.digest.labels import (
     body_key,
     body_of_key,
     extractive_summary,
-    short_headline,
     title_entities,
     title_entity,
 )
@@ -69,6 +68,7 @@ from newsflow.scoring.importance import (
     rescore,
     story_counts,
 )
+from newsflow.text.titles import short_headline
 from newsflow.text.tokenize import _analyze_word, words
 
 DUPLICATE_DISPOSITIONS = frozenset({"exact_duplicate", "near_duplicate"})

@@ -144,30 +144,6 @@ def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
-_TITLE_TAIL = re.compile(r"\s+[-–—|]\s+[^-–—|]{2,40}$")
-_CLAUSE = re.compile(r"(?:\s*[:;|]\s+|\s+[-–—]\s+|,\s+)")
-
-
-def short_headline(title: str, max_words: int = 10) -> str:
-    """A short form of a headline for a label: the publisher suffix (" - BBC News") dropped;
-    when longer than ``max_words``, its first clause (up to ":", " - ", ";", ",") if that has
-    3+ words, else the first ``max_words`` words and "…" (a visible cut, never a silent one)."""
-    t = " ".join((title or "").split())
-    if len(t.split()) > 4:
-        t = _TITLE_TAIL.sub("", t)
-    toks = t.split()
-    if len(toks) <= max_words:
-        return t
-    for m in _CLAUSE.finditer(t):
-        head = t[: m.start()]
-        n = len(head.split())
-        if 3 <= n <= max_words:
-            return head
-        if n > max_words:
-            break
-    return " ".join(toks[:max_words]).rstrip(",;:") + " …"
-
-
 _WORD_CASED = re.compile(r"[^\W_]+", re.UNICODE)
 def extractive_summary(
     rec: Mapping[str, Any],

@@ -22,6 +22,7 @@ __all__ = [
     "char_shingles",
     "content_tokens",
     "normalize_title",
+    "short_headline",
     "strip_title_affixes",
     "title_dates",
     "title_tokens",
@@ -244,3 +245,61 @@ def title_dates(title: str) -> tuple[str, ...]:
         if 1 <= day <= 31:
             out.add(f"{_MONTHS[m.group(2).lower()]}-{day}")
     return tuple(sorted(out))
+
+
+# --- short headlines (labels) -----------------------------------------------------------------
+
+_TITLE_TAIL = re.compile(r"\s+[-–—|]\s+[^-–—|]{2,40}$")
+#: clause ends: ":", ";", "|", a spaced dash, a comma; and a sentence's period before a capital
+#: or a digit ("… so far. And, …"), which :func:`short_headline` keeps only after a word that
+#: is not an abbreviation ("U.S. Senate", "Gov. Cuomo" do not end a sentence)
+_CLAUSE = re.compile(r"\s*[:;|]\s+|\s+[-–—]\s+|,\s+|(?<=[^\W_])\.\s+(?=[\"'‘“]?[A-Z0-9])")
+_ABBREVIATION_TEXT = (
+    "mr mrs ms dr prof gov sen rep gen lt col capt sgt st mt ft jr sr rev pres vs no inc co corp "
+    "ltd jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k u.n e.u d.c")
+_ABBREVIATIONS = frozenset(_ABBREVIATION_TEXT.split())
+#: words a cut headline must not end on ("… costing a …", "… breaking rules to …")
+_DANGLING_TEXT = (
+    "a an the and or but nor of to in on at by for with from as into onto than that which who "
+    "whose whom is are was were be been being has have had will would can could may might must "
+    "shall should his her its their our your my this these those if so not")
+_DANGLING = frozenset(_DANGLING_TEXT.split())
+
+
+def _dangles(head: str) -> bool:
+    words = head.split()
+    return not words or words[-1].strip("\"'‘’“”").lower() in _DANGLING
+
+
+def short_headline(title: str, max_words: int = 10) -> str:
+    """A short form of a headline for a label: the publisher suffix (" - BBC News") dropped;
+    when longer than ``max_words``, its first clause (up to ":", " - ", ";", ",", or a sentence's
+    end) if that has 3+ words and does not end on a function word, else the first ``max_words``
+    words without trailing function words, and "…" (a visible cut, never a silent one).
+
+    >>> short_headline("War in Iran costs $29 billion so far. And, students are finally improving in math", 14)
+    'War in Iran costs $29 billion so far'
+    >>> short_headline("Lockdown professor steps down after breaking rules to meet married lover", 8)
+    'Lockdown professor steps down after breaking rules …'
+    >>> short_headline("U.S. Sen. Smith and Gov. Jones agree on a plan to reopen the state's beaches next week", 10)
+    'U.S. Sen. Smith and Gov. Jones agree on a plan …'
+    """
+    t = " ".join((title or "").split())
+    if len(t.split()) > 4:
+        t = _TITLE_TAIL.sub("", t)
+    toks = t.split()
+    if len(toks) <= max_words:
+        return t
+    for m in _CLAUSE.finditer(t):
+        head = t[: m.start()]
+        if m.group().lstrip().startswith(".") and head.rsplit(None, 1)[-1].lower() in _ABBREVIATIONS:
+            continue
+        n = len(head.split())
+        if n > max_words:
+            break
+        if n >= 3 and not _dangles(head):
+            return head
+    cut = toks[:max_words]
+    while len(cut) > 3 and _dangles(" ".join(cut)):
+        cut.pop()
+    return " ".join(cut).rstrip(",;:") + " …"
