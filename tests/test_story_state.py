@@ -76,6 +76,17 @@ def test_a_long_lead_headline_is_labelled_by_its_first_clause_or_sentence() -> N
                       "t": "Lockdown professor steps down after breaking rules to meet …"}
 
 
+def test_a_label_entity_keeps_its_of_name() -> None:
+    """The name scanner stops at "of" ("Isle of Wight" -> "Isle", "Wight"); the label's entity
+    is the name as the titles write it, and the label never ends on a bare "--"."""
+    assert story_entity(["Isle of Wight to test contact-tracing app",
+                         "Isle of Wight residents asked to download NHS app"]) == "Isle of Wight"
+    tr = StoryTracker()
+    tr.observe(rec("a1", "s", T0, title="What Kim Yo Jong's rise to the top says -- and doesn't say"))
+    (v,) = tr.flush()
+    assert v.label == "What Kim Yo Jong's rise to the top says"
+
+
 def test_story_expires_on_the_publication_clock_with_a_last_record() -> None:
     tr = StoryTracker(window_ms=72 * H)
     tr.observe(rec("a1", "old", T0))

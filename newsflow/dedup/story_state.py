@@ -27,7 +27,7 @@ from newsflow.core.exactbytes import exact_size
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
 from newsflow.scoring.importance import story_phase
-from newsflow.text.entities import extract_entities
+from newsflow.text.entities import extract_entities, with_of_phrase
 from newsflow.text.titles import short_headline
 
 __all__ = ["MemberRecords", "StoryLead", "StoryTracker", "StoryView", "publisher_family", "story_entity"]
@@ -129,10 +129,10 @@ def story_entity(titles: list[str], skip: set[str] | frozenset[str] = frozenset(
     if not best or best[0][1] < 2:
         return None
     key = best[0][0]
-    for t in titles:  # as a title writes it
+    for t in titles:  # as a title writes it ("Isle of Wight", not the scanner's "Isle")
         i = t.lower().find(key)
         if i >= 0:
-            return t[i:i + len(key)]
+            return with_of_phrase(t[i:i + len(key)], titles)
     return key
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from newsflow.digest.entries import body_text
-from newsflow.text.entities import capitalized_phrases, is_title_case
+from newsflow.text.entities import capitalized_phrases, is_title_case, with_of_phrase
 from newsflow.text.sentences import split_sentences
 from newsflow.text.tokenize import _analyze_word, words
 
@@ -139,8 +139,9 @@ def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
         return i if i >= 0 else len(lead) + 1
 
     for k, n in sorted(c.items(), key=lambda kv: (-kv[1], pos(kv[0]), -len(kv[0].split()), kv[0])):
-        if n >= need:
-            return sorted(case[k].items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        if n >= need:  # as the titles write it, with an "of <Name>" they add ("Isle of Wight")
+            return with_of_phrase(sorted(case[k].items(), key=lambda kv: (-kv[1], kv[0]))[0][0],
+                                [r.get("title") or "" for r in members])
     return None
 
 

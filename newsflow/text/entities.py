@@ -25,6 +25,7 @@ __all__ = [
     "entity_overlap",
     "extract_entities",
     "is_title_case",
+    "with_of_phrase",
 ]
 
 #: capitalized words that are no names (headline tags, weekdays, months, titles, pronouns)
@@ -148,3 +149,69 @@ def entity_overlap(a: Iterable[str], b: Iterable[str]) -> float:
     if not sa or not sb:
         return 0.0
     return len(sa & sb) / min(len(sa), len(sb))
+
+
+#: " of " and a capitalized name after an entity ("Isle" -> "Isle of Wight", "Bank of England"),
+#: or a capitalized word and " of " before it ("Wight" -> "Isle of Wight")
+_OF_TAIL = re.compile(r"\s+of\s+((?:the\s+)?[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,2})")
+_OF_HEAD = re.compile(r"([A-Z][\w'’.-]*)\s+of\s+(?:the\s+)?$")
+
+
+#: abbreviations inside names ("Society of St. Pius X", "Church of St. Mary")
+_TITLE_ABBREVIATIONS = frozenset(("st", "mt", "ft", "dr", "jr", "sr", "gen", "gov", "sen", "rep", "rev"))
+
+
+def _name_words(tail: str) -> str:
+    """The words of an "of" tail up to a sentence's end ("Union. What" -> "Union"; initials
+    such as "N.C." are kept), without a possessive."""
+    out: list[str] = []
+    for w in tail.split():
+        if w.endswith(".") and not _INITIALS.fullmatch(w) and w[:-1].lower() not in _TITLE_ABBREVIATIONS:
+            out.append(w.rstrip("."))
+            break
+        out.append(w)
+    return _POSSESSIVE.sub("", " ".join(out)).rstrip("-’'")
+
+
+def with_of_phrase(entity: str, texts: Sequence[str]) -> str:
+    """A one-word label entity with the "X of Y" name its texts write it in: the capitalized-phrase
+    scanner stops at "of", so "Isle of Wight" gives "Isle" and "Wight". The longer name must be
+    in two of the texts (a lone text: only a name after the entity, "Bank" -> "Bank of
+    England"; a word before it may start a sentence: "Scores of Middle East countries"). For
+    labels only: matching keeps the scanner's phrases.
+
+    >>> with_of_phrase("Isle", ["Isle of Wight tests contact-tracing app", "U.K. tests app"])
+    'Isle'
+    >>> with_of_phrase("Wight", ["Isle of Wight tests app", "Residents of the Isle of Wight asked to test it"])
+    'Isle of Wight'
+    >>> with_of_phrase("Bank", ["Bank of England's rate call."]), with_of_phrase("Middle East", ["Scores of Middle East flights"])
+    ('Bank of England', 'Middle East')
+    >>> with_of_phrase("State", ["Forget the State of the Union. What's your score?"])
+    'State of the Union'
+    >>> with_of_phrase("Tribe", ["The Lumbee Tribe of N.C. wants better healthcare"])
+    'Tribe of N.C.'
+    >>> with_of_phrase("Society", ["What to know about the Society of St. Pius X"])
+    'Society of St. Pius X'
+
+    """
+    if len(entity.split()) > 1:  # a name of its own ("Josh Kerr" of Britain)
+        return entity
+    lone = len(texts) == 1
+    counts: dict[str, int] = {}
+    for t in texts:
+        found: set[str] = set()
+        i = t.find(entity)
+        while i >= 0:
+            end = i + len(entity)
+            if (i == 0 or not t[i - 1].isalnum()) and (end == len(t) or not t[end].isalnum()):
+                m = _OF_TAIL.match(t, end)
+                if m:
+                    found.add(f"{t[i:end]} of {_name_words(m.group(1))}")
+                h = None if lone else _OF_HEAD.search(t, 0, i)
+                if h and h.group(1).lower() not in STOP_WORDS:
+                    found.add(t[h.start():end])
+            i = t.find(entity, i + 1)
+        for f in found:
+            counts[f] = counts.get(f, 0) + 1
+    best = sorted(counts.items(), key=lambda kv: (-kv[1], -len(kv[0]), kv[0]))
+    return best[0][0] if best and best[0][1] >= (1 if lone else 2) else entity

@@ -250,10 +250,10 @@ def title_dates(title: str) -> tuple[str, ...]:
 # --- short headlines (labels) -----------------------------------------------------------------
 
 _TITLE_TAIL = re.compile(r"\s+[-–—|]\s+[^-–—|]{2,40}$")
-#: clause ends: ":", ";", "|", a spaced dash, a comma; and a sentence's period before a capital
+#: clause ends: ":", ";", "|", a spaced dash ("--" too), a comma; and a sentence's period before a capital
 #: or a digit ("… so far. And, …"), which :func:`short_headline` keeps only after a word that
 #: is not an abbreviation ("U.S. Senate", "Gov. Cuomo" do not end a sentence)
-_CLAUSE = re.compile(r"\s*[:;|]\s+|\s+[-–—]\s+|,\s+|(?<=[^\W_])\.\s+(?=[\"'‘“]?[A-Z0-9])")
+_CLAUSE = re.compile(r"\s*[:;|]\s+|\s+(?:--|[-–—])\s+|,\s+|(?<=[^\W_])\.\s+(?=[\"'‘“]?[A-Z0-9])")
 _ABBREVIATION_TEXT = (
     "mr mrs ms dr prof gov sen rep gen lt col capt sgt st mt ft jr sr rev pres vs no inc co corp "
     "ltd jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k u.n e.u d.c")
@@ -268,7 +268,10 @@ _DANGLING = frozenset(_DANGLING_TEXT.split())
 
 def _dangles(head: str) -> bool:
     words = head.split()
-    return not words or words[-1].strip("\"'‘’“”").lower() in _DANGLING
+    if not words:
+        return True
+    last = words[-1].strip("\"'‘’“”").lower()
+    return last in _DANGLING or not any(c.isalnum() for c in last)  # "… says -- …"
 
 
 def short_headline(title: str, max_words: int = 10) -> str:
