@@ -104,6 +104,23 @@ def test_body_priority_content_encoded_then_description() -> None:
     assert b.body_text == "only desc"
 
 
+def test_a_photo_caption_is_not_the_body() -> None:
+    """feedparser files an RSS item's <media:description> (NYT's and the LA Times' photo
+    captions) as content: the item's own description or content:encoded is the body."""
+    cap = "<media:content url='https://ex.com/p.jpg' medium='image'/><media:description>A man at a desk, in February.</media:description>"
+    nyt = one(rss("<item><title>t</title><link>https://ex.com/1</link>"
+                  f"<description>The court rejected the petitions.</description>{cap}</item>"))
+    assert nyt.body_text == "The court rejected the petitions."
+    lat = one(rss("<item><title>t</title><link>https://ex.com/1</link><description>short</description>"
+                  "<content:encoded><![CDATA[<p>County officials announced 691 new cases.</p>]]></content:encoded>"
+                  "<media:content url='https://ex.com/p.jpg'><media:description type='plain'>LOS ANGELES, CA - "
+                  "APRIL 30: A nurse practitioner takes a swab sample from a woman in a wheelchair at a "
+                  "testing site</media:description></media:content></item>"))
+    assert lat.body_text == "County officials announced 691 new cases."
+    only = one(rss(f"<item><title>t</title><link>https://ex.com/1</link>{cap}</item>"))
+    assert only.body_text == "A man at a desk, in February."  # nothing else: the caption
+
+
 def test_body_sanitized_no_script_iframe_or_handlers() -> None:
     html = sanitize_html('<p onclick="steal()">Hi<script>evil()</script><iframe src="x"></iframe>'
                          '<a href="javascript:alert(1)">x</a><img src="a.png" onerror="bad()"></p>')

@@ -51,6 +51,9 @@ def test_title_tokens_and_content_tokens() -> None:
     assert content_tokens(["the", "banks", "raise", "rates", "a"]) == ["bank", "raise", "rate"]
     assert light_stem("stories") == "story"
     assert light_stem("glass") == "glass"
+    # a headline abbreviation is the word it stands for ("paves way for govt formation")
+    assert content_tokens(title_tokens("Israeli court paves way for govt formation")) == \
+        content_tokens(title_tokens("Israeli court paves way for government formation"))
 
 
 def test_url_slug_tokens() -> None:

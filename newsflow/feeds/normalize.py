@@ -219,9 +219,19 @@ def extract_date(entry: Any, feed_format: str, fetched_ms: int, future_tolerance
     return fetched_ms, True, "fetched_at"
 
 
-def extract_body(entry: Any) -> str:
-    """content:encoded / Atom content -> description -> summary (the longest content wins ties)."""
+def extract_body(entry: Any, feed_format: str = "") -> str:
+    """content:encoded / Atom content -> description -> summary (the longest content wins ties).
+
+    In RSS, feedparser files a second description as ``text/plain`` content: a
+    ``<media:description>``, the photo caption of NYT and LA Times items ("Prime Minister
+    Benjamin Netanyahu of Israel during an event in Kiryat Arba…"). It is not the body when the
+    item has HTML content (content:encoded) or a description of its own.
+    """
     contents = entry.get("content") or []
+    if contents and feed_format.startswith("rss"):
+        html = [c for c in contents if c.get("type") != "text/plain"]
+        if html or entry.get("description") or entry.get("summary"):
+            contents = html
     best = ""
     for c in contents:
         v = c.get("value") or ""
@@ -309,7 +319,7 @@ def normalize_entry(
     entry: Any, feed: Any, payload: RawPayload, feed_format: str, index: int, base: str | None,
     settings: NormalizeConfig, publisher: str,
 ) -> Article | DeadLetter:
-    raw_body = extract_body(entry).strip()
+    raw_body = extract_body(entry, feed_format).strip()
     truncated = len(raw_body) > settings.max_item_body_chars
     if truncated:  # bounded work per item: html_to_text/sanitize/fingerprints see the cap only
         raw_body = raw_body[: settings.max_item_body_chars]

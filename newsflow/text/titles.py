@@ -140,12 +140,19 @@ def title_tokens(title: str, publisher: str | None = None) -> list[str]:
     return normalize_title(title, publisher).split()
 
 
+#: headline abbreviations written out for story matching ("Israeli court paves way for govt
+#: formation" and "... Form Government")
+_ABBREVIATED = {"govt": "government", "govts": "governments"}
+
+
 def content_tokens(words: Iterable[str], stem: bool = True) -> list[str]:
-    """Story-matching terms: stop words and 1-character words dropped, plurals stripped."""
+    """Story-matching terms: stop words and 1-character words dropped, headline abbreviations
+    written out ("govt"), plurals stripped."""
     out: list[str] = []
     for w in words:
         if len(w) < 2 or w in STOPWORDS:
             continue
+        w = _ABBREVIATED.get(w, w)
         out.append(light_stem(w) if stem else w)
     return out
 
