@@ -121,6 +121,17 @@ def test_a_photo_caption_is_not_the_body() -> None:
     assert only.body_text == "A man at a desk, in February."  # nothing else: the caption
 
 
+def test_a_timestamp_opening_the_description_is_not_body_text() -> None:
+    """The Straits Times opens every description with "May 07, 2020 5:00 AM": the summary and
+    story matching read the article's words, not the feed's timestamp."""
+    st = one(rss("<item><title>t</title><link>https://ex.com/1</link><description>May 07, 2020 5:00 AM "
+                 "A 61-year-old man has been charged with attempted murder.</description></item>"))
+    assert st.body_text == "A 61-year-old man has been charged with attempted murder."
+    dated = one(rss("<item><title>t</title><link>https://ex.com/1</link><description>September 11, 2001, "
+                    "will be remembered as one of the darkest days.</description></item>"))
+    assert dated.body_text.startswith("September 11, 2001, will")  # a date alone is the sentence's
+
+
 def test_body_sanitized_no_script_iframe_or_handlers() -> None:
     html = sanitize_html('<p onclick="steal()">Hi<script>evil()</script><iframe src="x"></iframe>'
                          '<a href="javascript:alert(1)">x</a><img src="a.png" onerror="bad()"></p>')

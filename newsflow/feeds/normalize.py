@@ -35,6 +35,7 @@ from newsflow.text.html import (
     looks_like_html_page,
     reading_time_minutes,
     sanitize_html,
+    strip_dateline,
     word_count,
 )
 
@@ -323,7 +324,7 @@ def normalize_entry(
     truncated = len(raw_body) > settings.max_item_body_chars
     if truncated:  # bounded work per item: html_to_text/sanitize/fingerprints see the cap only
         raw_body = raw_body[: settings.max_item_body_chars]
-    body_text = html_to_text(raw_body)
+    body_text = strip_dateline(html_to_text(raw_body))
     title = clean_title((entry.get("title") or "")[:MAX_TITLE_CHARS * 4])
     if len(title) > MAX_TITLE_CHARS:
         title, truncated = title[:MAX_TITLE_CHARS], True

@@ -39,6 +39,25 @@ def html_to_text(fragment: str) -> str:
     return collapse_ws(html.unescape(stripped))
 
 
+#: a timestamp opening a description ("May 07, 2020 5:00 AM A 61-year-old man …", the Straits
+#: Times' feed): a date *and* a time; a sentence that starts with a date is content
+_DATELINE = re.compile(
+    r"^(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day,?\s+)?"
+    r"(?:[A-Z][a-z]{2,8}\.?\s+\d{1,2},?\s+\d{4}|\d{1,2}\s+[A-Z][a-z]{2,8}\s+\d{4}),?\s+(?:at\s+)?"
+    r"\d{1,2}[:.]\d{2}\s*(?:[AaPp]\.?[Mm]\.?)?(?:\s+(?:[A-Z]{2,4}T|UTC|GMT))?\s+(?=\S)")
+
+
+def strip_dateline(text: str) -> str:
+    """Plain text without an opening timestamp (the feed's dateline, not the article's words).
+
+    >>> strip_dateline("May 07, 2020 5:00 AM A 61-year-old man was charged.")
+    'A 61-year-old man was charged.'
+    >>> strip_dateline("September 11, 2001, will be remembered as one of the darkest days.")
+    'September 11, 2001, will be remembered as one of the darkest days.'
+    """
+    return _DATELINE.sub("", text, count=1) if text[:1].isupper() or text[:1].isdigit() else text
+
+
 def clean_title(raw: str | None) -> str:
     """000 Step 2 title rule: strip HTML tags, decode entities (twice-escaped too), trim."""
     if not raw:
