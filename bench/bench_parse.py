@@ -25,9 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 import feedparser
 
-from newsflow.config import Settings
 from newsflow.connectors.files import iter_archive
-from newsflow.feeds.normalize import RepollMemory, normalize_payload
+from newsflow.feeds.normalize import NormalizeConfig, RepollMemory, normalize_payload
 from newsflow.wire.codec import decode_raw
 
 
@@ -44,7 +43,7 @@ def naive(lines: list[bytes]) -> int:
     return n
 
 
-def flow_parse(lines: list[bytes], settings: Settings, memory: bool) -> int:
+def flow_parse(lines: list[bytes], settings: NormalizeConfig, memory: bool) -> int:
     m = RepollMemory() if memory else None
     n = 0
     for line in lines:
@@ -61,9 +60,9 @@ def main() -> None:
     lines = list(iter_archive(args.archive))[: args.limit]
     variants = {
         "naive": lambda: naive(lines),
-        "feedparser": lambda: flow_parse(lines, Settings(fast_parse=False), memory=False),
-        "fast": lambda: flow_parse(lines, Settings(), memory=False),
-        "fast+memory": lambda: flow_parse(lines, Settings(), memory=True),
+        "feedparser": lambda: flow_parse(lines, NormalizeConfig(fast_parse=False), memory=False),
+        "fast": lambda: flow_parse(lines, NormalizeConfig(), memory=False),
+        "fast+memory": lambda: flow_parse(lines, NormalizeConfig(), memory=True),
     }
     times: dict[str, list[float]] = {k: [] for k in variants}
     items = 0

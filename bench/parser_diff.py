@@ -5,7 +5,7 @@
 For every input (each parser-corpus file of ``shared/data/parser-corpora/manifest.jsonl`` and
 each payload of the given real archives) it normalizes the payload three ways:
 
-* ``feedparser``: the parser of record (``Settings(fast_parse=False)``);
+* ``feedparser``: the parser of record (``NormalizeConfig(fast_parse=False)``);
 * ``fastfeed``: newsflow's C-ElementTree fast path (``newsflow.feeds.fastfeed``) where it claims
   the payload, else feedparser;
 * ``feedparser-rs`` (if installed): the Rust parser with a feedparser-compatible API, adapted to
@@ -32,15 +32,15 @@ SHARED = ROOT.parent / "shared"
 if not SHARED.exists():
     SHARED = Path("/work/shared")
 
-from newsflow.config import Settings
 from newsflow.connectors.files import iter_archive
 from newsflow.feeds import normalize as nz
 from newsflow.feeds.fastfeed import fast_parse
+from newsflow.feeds.normalize import NormalizeConfig
 from newsflow.model.records import RawPayload
 from newsflow.wire.codec import decode_raw
 
-SLOW = Settings(fast_parse=False)
-FAST = Settings(fast_parse=True)
+SLOW = NormalizeConfig(fast_parse=False)
+FAST = NormalizeConfig(fast_parse=True)
 
 
 def _plain(v: Any) -> Any:
