@@ -78,6 +78,31 @@ def test_real_namespaced_feeds_take_the_fast_path_with_identical_articles(shared
     assert fast >= total - 2 and feeds == {"npr-news", "ars-technica", "wgrz-buffalo"}
 
 
+DAY = "data/real-feeds/headlines-24feeds_2020-05-03_06.feeds.raw.jsonl.gz"
+
+
+@pytest.mark.corpus
+def test_captioned_real_feeds_take_the_fast_path_with_identical_articles(shared_dir: Path) -> None:
+    """The Daily Mail (its Media RSS namespace written ``//search.yahoo.com/mrss/``, an empty
+    caption per item) and the NYT (a caption after each description, ``atom:link
+    rel="standout"``) as served on the labelled day: the same articles as feedparser's path."""
+    from newsflow.connectors.files import iter_archive
+    from newsflow.wire.codec import decode_raw
+
+    fast: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for line in iter_archive(shared_dir / DAY):
+        p = decode_raw(line)
+        if p.feed_id not in ("daily-mail", "nyt-u-s") or not p.body:
+            continue
+        total[p.feed_id] = total.get(p.feed_id, 0) + 1
+        if fast_parse(p.body) is not None:
+            fast[p.feed_id] = fast.get(p.feed_id, 0) + 1
+            same(p)
+    # (NYT captions with an entity reference, "Guant&aacute;namo", stay with feedparser)
+    assert fast.get("daily-mail", 0) >= 6 and fast.get("nyt-u-s", 0) >= 2, (fast, total)
+
+
 def _rss(item_xml: str, ns: str = "") -> bytes:
     return (f'<?xml version="1.0" encoding="UTF-8"?><rss version="2.0" {ns}><channel><title>T</title>'
             f"<item><title>Headline</title><link>https://ex.org/a?x=1&amp;y=2</link>"
@@ -97,7 +122,19 @@ OWN = 'xmlns:sem="https://publisher.example/schema/sem"'
      MRSS, True),
     ('<media:group><media:content url="https://ex.org/i.jpg"/><media:credit>AP</media:credit></media:group>',
      MRSS, True),
-    ("<media:description>replaces the description</media:description>", MRSS, False),
+    # a photo caption after the item's own description (NYT): feedparser files it as
+    # text/plain content, which is not the body (normalize.extract_body)
+    ("<media:description>A photo caption.</media:description>", MRSS, True),
+    ('<content:encoded><![CDATA[<p>Full text</p>]]></content:encoded><media:content url="https://ex.org/i.jpg">'
+     '<media:description type="plain">A longer photo caption than the text</media:description></media:content>',
+     MRSS + ' xmlns:content="http://purl.org/rss/1.0/modules/content/"', True),  # LA Times
+    ("<media:description>One caption.</media:description><media:description>Two.</media:description>",
+     MRSS, False),  # the second would replace the summary
+    ("<media:description>Tom &amp;amp; Jerry</media:description>", MRSS, False),  # looks like HTML
+    ('<media:description></media:description><media:thumbnail url="https://ex.org/t.jpg"/>',
+     'xmlns:media="//search.yahoo.com/mrss/"', True),  # Daily Mail's namespace: Media RSS by prefix
+    ('<atom:link rel="standout" href="https://ex.org/a"/>', 'xmlns:atom="http://www.w3.org/2005/Atom"', True),
+    ('<atom:link rel="alternate" href="https://ex.org/b"/>', 'xmlns:atom="http://www.w3.org/2005/Atom"', False),
     ('<media:content url="https://ex.org/i.jpg"><media:title>replaces the title</media:title></media:content>',
      MRSS, False),
     ("<media:group><media:title>replaces the title</media:title></media:group>", MRSS, False),
@@ -107,6 +144,15 @@ OWN = 'xmlns:sem="https://publisher.example/schema/sem"'
 def test_inert_elements_take_the_fast_path_and_others_fall_back(item_xml: str, ns: str, fast: bool) -> None:
     body = _rss(item_xml, ns)
     assert (fast_parse(body) is not None) == fast
+    same(RawPayload("f", "https://ex.org/feed", 1_700_000_000_000, 200, body))
+
+
+def test_a_caption_before_the_description_falls_back_to_feedparser() -> None:
+    """The first description-like element is the summary, the second its content: a caption
+    first makes the description content, so only feedparser's path says what the body is."""
+    body = _rss("", MRSS).replace(b"<description>Body text</description>",
+                                  b"<media:description>A caption.</media:description><description>Body text</description>")
+    assert fast_parse(body) is None
     same(RawPayload("f", "https://ex.org/feed", 1_700_000_000_000, 200, body))
 
 

@@ -147,27 +147,72 @@ class _Names:
         return ok and all(self.inert(c) for c in el)
 
 
-def _media_ok(el: ET.Element, names: _Names) -> None:
+def _media_ok(el: ET.Element, names: _Names, extra: frozenset[str] = frozenset()) -> None:
     """Inside media:content / media:thumbnail only more of them (all collected, in document
-    order, by ``_media``) or inert elements: a nested ``media:title`` would set the title."""
+    order, by ``_media``), inert elements or ``extra`` ones (an item's checked captions): a
+    nested ``media:title`` would set the title."""
     for c in el:
         if c.tag in MEDIA_CHILDREN:
-            _media_ok(c, names)
-        elif not names.inert(c):
+            _media_ok(c, names, extra)
+        elif c.tag not in extra and not names.inert(c):
             raise _Unsupported
 
 
-def _only(el: ET.Element, allowed: frozenset[str], names: _Names) -> None:
+def _only(el: ET.Element, allowed: frozenset[str], names: _Names, extra: frozenset[str] = frozenset()) -> None:
     for child in el:
-        if child.tag in allowed:
+        if child.tag in allowed or child.tag in extra:
             if child.tag in MEDIA_CHILDREN:
-                _media_ok(child, names)
+                _media_ok(child, names, extra)
             continue
         if child.tag == MEDIA_GROUP:  # feedparser ignores the group itself, not its children
-            _only(child, MEDIA_IN_GROUP, names)
+            _only(child, MEDIA_IN_GROUP, names, extra)
             continue
         if not names.inert(child):
             raise _Unsupported
+
+
+#: a tag or an entity reference: text feedparser may take for HTML
+_HTMLISH = re.compile(r"</?[A-Za-z]|&#?\w+;")
+#: an RSS item's elements that ``_item_extras`` checks, then the fast path skips
+ITEM_EXTRAS = frozenset({f"{MEDIA}description", f"{ATOM}link"})
+
+
+def _item_extras(item: ET.Element) -> None:
+    """An RSS item's ``media:description`` (a photo caption) and ``atom:link`` change nothing
+    ``normalize`` reads in these cases, else the item is left to feedparser:
+
+    * feedparser files a description-like element as the summary, or as ``text/plain`` content
+      when a summary came first and no content did (``_start_description``); normalize's body is
+      then the item's content:encoded or its own description (``extract_body``). So captions are
+      skipped when the item has a non-empty content:encoded (and no empty one), or when one
+      caption follows a non-empty ``<description>``; never when a caption holds a tag or an
+      entity reference (feedparser may type it ``text/html``).
+    * an ``atom:link`` with an ``href`` and a ``rel`` other than alternate / enclosure only adds
+      to ``links``, which normalize reads for alternate links alone.
+    """
+    caps: list[int] = []
+    desc_at = enc_ok = -1
+    enc_empty = False
+    for i, el in enumerate(item.iter()):
+        tag = el.tag
+        if tag == f"{MEDIA}description":
+            t = el.text or ""
+            if _HTMLISH.search(t) or len(el):  # feedparser's lookslikehtml may say yes
+                raise _Unsupported
+            caps.append(i)
+        elif tag == "description" and desc_at < 0 and (el.text or "").strip() and not len(el):
+            desc_at = i
+        elif tag == f"{CONTENT}encoded":
+            if (el.text or "").strip():
+                enc_ok = i
+            else:
+                enc_empty = True
+        elif tag == f"{ATOM}link":
+            rel = (el.get("rel") or "").strip().lower()
+            if not el.get("href") or rel in ("", "alternate", "enclosure") or len(el):
+                raise _Unsupported
+    if caps and (enc_empty or (enc_ok < 0 and not (len(caps) == 1 and 0 <= desc_at < caps[0]))):
+        raise _Unsupported
 
 
 _C1 = re.compile("[\x80-\x9f]")
@@ -264,7 +309,8 @@ def _rss20(root: ET.Element, names: _Names) -> tuple[dict[str, Any], list[dict[s
         feed["author_detail"] = _author_detail(me.text)
     entries = []
     for item in ch.findall("item"):
-        _only(item, RSS20_ITEM, names)
+        _item_extras(item)
+        _only(item, RSS20_ITEM, names, ITEM_EXTRAS)
         e: dict[str, Any] = {}
         t = item.find("title")
         if t is not None:
@@ -403,6 +449,22 @@ def _atom(root: ET.Element, names: _Names) -> tuple[dict[str, Any], list[dict[st
     return feed, entries
 
 
+def _media_alias(root: ET.Element, names: _Names) -> None:
+    """Elements of a namespace feedparser does not know, bound to the prefix ``media``, are
+    Media RSS to it (it dispatches on the prefix): the Daily Mail writes the namespace
+    ``//search.yahoo.com/mrss/``. They are read as Media RSS here too."""
+    aliases = {"{" + uri + "}" for uri, pfx in names.prefix.items()
+               if pfx == "media" and "{" + uri + "}" != MEDIA and uri.lower() not in FP_NAMESPACES}
+    if not aliases:
+        return
+    for el in root.iter():
+        tag = el.tag
+        if isinstance(tag, str) and tag[:1] == "{":
+            ns = tag[: tag.index("}") + 1]
+            if ns in aliases:
+                el.tag = MEDIA + tag[len(ns):]
+
+
 def fast_parse(body: bytes) -> tuple[str, dict[str, Any], list[dict[str, Any]]] | None:
     """``(version, feed, entries)`` in feedparser's shape, or ``None`` to use feedparser."""
     head = body[:512]
@@ -418,7 +480,9 @@ def fast_parse(body: bytes) -> tuple[str, dict[str, Any], list[dict[str, Any]]] 
         if root.tag == "rss":
             if root.get("version") != "2.0":
                 return None
-            feed, entries = _rss20(root, _Names(body))
+            names = _Names(body)
+            _media_alias(root, names)
+            feed, entries = _rss20(root, names)
             return "rss20", feed, entries
         if root.tag == f"{ATOM}feed":
             feed, entries = _atom(root, _Names(body))
