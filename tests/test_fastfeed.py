@@ -135,6 +135,10 @@ OWN = 'xmlns:sem="https://publisher.example/schema/sem"'
      'xmlns:media="//search.yahoo.com/mrss/"', True),  # Daily Mail's namespace: Media RSS by prefix
     ('<atom:link rel="standout" href="https://ex.org/a"/>', 'xmlns:atom="http://www.w3.org/2005/Atom"', True),
     ('<atom:link rel="alternate" href="https://ex.org/b"/>', 'xmlns:atom="http://www.w3.org/2005/Atom"', False),
+    # a publisher namespace bound to two prefixes (WSJ: wsj and dj): inert under both names
+    ("<wsj:articletype>World News</wsj:articletype>",
+     'xmlns:wsj="http://dowjones.net/rss/" xmlns:dj="http://dowjones.net/rss/"', True),
+    ("<wsj:title>other</wsj:title>", 'xmlns:wsj="https://p.example/ns" xmlns:dc="https://p.example/ns"', False),
     ('<media:content url="https://ex.org/i.jpg"><media:title>replaces the title</media:title></media:content>',
      MRSS, False),
     ("<media:group><media:title>replaces the title</media:title></media:group>", MRSS, False),

@@ -102,23 +102,37 @@ class _Names:
     the handler of that name if it has one; an element without a handler is only stored under
     its name. Such an element -- whose subtree is made of such elements -- is *inert*: it changes
     nothing ``normalize`` reads, so the fast path may skip it (``slash:comments``,
-    ``wfw:commentRss``, publishers' own namespaces, ...). A namespace URI bound to two prefixes
-    is ambiguous: not inert.
+    ``wfw:commentRss``, publishers' own namespaces, ...). An element of a namespace bound to two
+    prefixes is inert when it is under each of its possible names.
     """
 
     def __init__(self, body: bytes) -> None:
         self.prefix: dict[str, str | None] = {}
+        #: every prefix a URI is bound to (feedparser names an element by the one it is written with)
+        self.prefixes: dict[str, set[str]] = {}
         for m in _XMLNS.finditer(body):
             try:
                 uri = m.group(2).decode("utf-8")
             except UnicodeDecodeError:
                 continue
             pfx = (m.group(1) or b"").decode("ascii", "replace")
+            self.prefixes.setdefault(uri, set()).add(pfx)
             if self.prefix.get(uri, pfx) != pfx:
                 self.prefix[uri] = None
             else:
                 self.prefix[uri] = pfx
         self._inert: dict[str, bool] = {}
+
+    def names(self, tag: str) -> list[str]:
+        """The names feedparser may give an element: one, or one per prefix of a namespace bound
+        to several (WSJ binds its own to ``wsj`` and ``dj``); none for an undeclared one."""
+        n = self.name(tag)
+        if n is not None or tag[:1] != "{":
+            return [n] if n is not None else []
+        uri, local = tag[1:].split("}", 1)
+        if uri.lower() in FP_NAMESPACES or "backend.userland.com/rss" in uri.lower():
+            return []
+        return [f"{p.lower()}_{local.lower()}" if p else local.lower() for p in sorted(self.prefixes.get(uri, ()))]
 
     def name(self, tag: str) -> str | None:
         if tag[:1] != "{":
@@ -141,8 +155,8 @@ class _Names:
             if tag in MEDIA_INERT:
                 ok = True
             else:
-                n = self.name(tag) if isinstance(tag, str) else None
-                ok = n is not None and n not in FP_HANDLED and n not in READ_KEYS
+                ns = self.names(tag) if isinstance(tag, str) else []
+                ok = bool(ns) and all(n not in FP_HANDLED and n not in READ_KEYS for n in ns)
             self._inert[tag] = ok
         return ok and all(self.inert(c) for c in el)
 
