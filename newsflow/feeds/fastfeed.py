@@ -107,7 +107,6 @@ class _Names:
     """
 
     def __init__(self, body: bytes) -> None:
-        self.prefix: dict[str, str | None] = {}
         #: every prefix a URI is bound to (feedparser names an element by the one it is written with)
         self.prefixes: dict[str, set[str]] = {}
         for m in _XMLNS.finditer(body):
@@ -115,38 +114,22 @@ class _Names:
                 uri = m.group(2).decode("utf-8")
             except UnicodeDecodeError:
                 continue
-            pfx = (m.group(1) or b"").decode("ascii", "replace")
-            self.prefixes.setdefault(uri, set()).add(pfx)
-            if self.prefix.get(uri, pfx) != pfx:
-                self.prefix[uri] = None
-            else:
-                self.prefix[uri] = pfx
+            self.prefixes.setdefault(uri, set()).add((m.group(1) or b"").decode("ascii", "replace"))
         self._inert: dict[str, bool] = {}
 
     def names(self, tag: str) -> list[str]:
-        """The names feedparser may give an element: one, or one per prefix of a namespace bound
-        to several (WSJ binds its own to ``wsj`` and ``dj``); none for an undeclared one."""
-        n = self.name(tag)
-        if n is not None or tag[:1] != "{":
-            return [n] if n is not None else []
-        uri, local = tag[1:].split("}", 1)
-        if uri.lower() in FP_NAMESPACES or "backend.userland.com/rss" in uri.lower():
-            return []
-        return [f"{p.lower()}_{local.lower()}" if p else local.lower() for p in sorted(self.prefixes.get(uri, ()))]
-
-    def name(self, tag: str) -> str | None:
+        """The names feedparser may give an element: one (its canonical prefix for a namespace it
+        knows, else the document's), or one per prefix of a namespace bound to several (WSJ binds
+        its own to ``wsj`` and ``dj``); none for an undeclared one."""
         if tag[:1] != "{":
-            return tag.lower()
+            return [tag.lower()]
         uri, local = tag[1:].split("}", 1)
         low = uri.lower()
         if "backend.userland.com/rss" in low:
-            return None
+            return []
         pfx = FP_NAMESPACES.get(low)
-        if pfx is None:
-            pfx = self.prefix.get(uri)
-            if pfx is None:  # undeclared or ambiguous
-                return None
-        return f"{pfx.lower()}_{local.lower()}" if pfx else local.lower()
+        pfxs = [pfx] if pfx is not None else sorted(self.prefixes.get(uri, ()))
+        return [f"{p.lower()}_{local.lower()}" if p else local.lower() for p in pfxs]
 
     def inert(self, el: ET.Element) -> bool:
         tag = el.tag
@@ -467,8 +450,8 @@ def _media_alias(root: ET.Element, names: _Names) -> None:
     """Elements of a namespace feedparser does not know, bound to the prefix ``media``, are
     Media RSS to it (it dispatches on the prefix): the Daily Mail writes the namespace
     ``//search.yahoo.com/mrss/``. They are read as Media RSS here too."""
-    aliases = {"{" + uri + "}" for uri, pfx in names.prefix.items()
-               if pfx == "media" and "{" + uri + "}" != MEDIA and uri.lower() not in FP_NAMESPACES}
+    aliases = {"{" + uri + "}" for uri, pfxs in names.prefixes.items()
+               if pfxs == {"media"} and "{" + uri + "}" != MEDIA and uri.lower() not in FP_NAMESPACES}
     if not aliases:
         return
     for el in root.iter():

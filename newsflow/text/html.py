@@ -55,7 +55,7 @@ def strip_dateline(text: str) -> str:
     >>> strip_dateline("September 11, 2001, will be remembered as one of the darkest days.")
     'September 11, 2001, will be remembered as one of the darkest days.'
     """
-    return _DATELINE.sub("", text, count=1) if text[:1].isupper() or text[:1].isdigit() else text
+    return _DATELINE.sub("", text, count=1)
 
 
 def clean_title(raw: str | None) -> str:
