@@ -765,3 +765,19 @@ def test_equal_scores_rank_the_fresher_lead_first():
         recs = [rec(first, 0, 60, hours=2.0), rec(second, 0, 60, hours=9.0)]
         d = assemble_digest(recs, WIN)
         assert [it["lead"]["title"] for it in items(d, NOTEWORTHY)] == [TOPICS[second][0], TOPICS[first][0]]
+
+
+def test_a_topic_of_several_stories_is_corroborated_by_all_their_publishers():
+    """Two reports of one event that the story step kept apart (two stories of two publishers
+    each) are one digest item (DBSCAN over story centroids): the item ranks with the topic's
+    four publishers (corroboration 100), not the best story's two (50)."""
+    comps = {"authority": 80.0, "recency": 100.0, "corroboration": 50.0, "relevance": 50.0, "depth": 20.0}
+    score = 0.25 * 80 + 0.2 * 100 + 0.2 * 50 + 0.2 * 50 + 0.15 * 20
+    recs = [rec("ebola", i, score, pub=i, story="s-a" if i < 2 else "s-b", tier="T2", story_tiers=["T2"],
+                importance_components=dict(comps)) for i in range(4)]
+    [item] = _all_items(assemble_digest(recs, WIN))
+    assert sorted(item["story_ids"]) == ["s-a", "s-b"]
+    assert item["score"] == round(0.25 * 80 + 0.2 * 100 + 0.2 * 100 + 0.2 * 50 + 0.15 * 20, 2)
+    # one story of the same two publishers keeps its own corroboration
+    [alone] = _all_items(assemble_digest(recs[:2], WIN))
+    assert alone["score"] == round(score, 2)

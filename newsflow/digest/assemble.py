@@ -411,6 +411,11 @@ class _Selected(Sequence[Mapping[str, Any]]):
     def __iter__(self) -> Iterator[Mapping[str, Any]]:
         return (self[i] for i in range(len(self.base)))
 
+    def coverage_of(self, i: int) -> tuple[list[str], list[str]] | None:
+        """Article ``i``'s story's (publishers, tiers) as of the window's end; None when the
+        article is not re-scored (no components)."""
+        return self._cov[i]
+
 
 def _select(
     w: _WindowRecords,
@@ -530,6 +535,7 @@ def _assemble(
         clusters = _build_clusters(sel, X, vocab, labels)
         for c in clusters:
             c.copies = _cluster_copies(c, sel, copies)
+        _topic_corroboration(clusters, sel, coverage, window.end_ms, score_config)
 
     checks: list[dict[str, Any]] = []
     prev_index = list((previous or {}).get("topic_index") or [])
@@ -758,6 +764,32 @@ def _build_clusters(
     return out
 
 
+
+
+def _topic_corroboration(clusters: list[_Cluster], sel: _Selected, coverage: StoryCoverage, end_ms: int,
+                         cfg: ScoreConfig) -> None:
+    """A topic that joins several stories (DBSCAN over story centroids) is corroborated by all
+    of their publishers: its score is its best member's re-scored with the topic's distinct
+    publishers and tiers as of the window's end (:func:`~newsflow.scoring.importance.rescore`),
+    where that beats the member's own story. Two reports of one event that the story step kept
+    apart, shown as one item, rank as the item the reader sees: "4 publishers", not 2 and 2."""
+    for c in clusters:
+        if len(c.stories) < 2:
+            continue
+        covs = [(i, cov) for i in c.members if (cov := sel.coverage_of(i)) is not None]
+        pubs = {p for _, cov in covs for p in cov[0]}
+        tiers = {t for _, cov in covs for t in cov[1]}
+        topic = corroboration_score(len(pubs), len(tiers))
+        best = c.score
+        for i, (own_pubs, own_tiers) in covs:
+            if topic <= corroboration_score(len(own_pubs), len(own_tiers)):
+                continue
+            rec = sel.base[i]
+            imp = rescore(rec, publishers=len(pubs), tiers=len(tiers),
+                          reliability=coverage.reliability_of(rec.get("feed_id"), end_ms), config=cfg)
+            if imp is not None and imp.score > best:
+                best = imp.score
+        c.score = round(best, 2)
 
 
 def _joined_id(parts: list[str]) -> str:
