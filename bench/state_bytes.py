@@ -1,0 +1,86 @@
+"""State bytes per article in the window, per step, from the flow's own snapshots (issue 11 item 7).
+
+    python bench/state_bytes.py ARCHIVE [--out DIR] [--recovery DIR]
+
+Replays ARCHIVE with ``newsflow demo --recovery-dir`` (the snapshots Bytewax keeps for a resume:
+what a crash would restore, pickled), then reads the recovery store: for each step, the size of
+every key's latest snapshot at the last snapshot epoch, summed. It divides each step's bytes by
+the article records in that step's window at the end of the replay (fetched within the dedup
+window for parse and dedup, within the stories' window for stories, within a week for the digest
+steps, whose longest window is the weekly roundup) and all steps' bytes by the articles of the
+longest window. Pickled bytes: what recovery writes and a restarted process reads back; in
+memory a Python object takes more (``bench/story_state_bytes.py`` traces the story assigner's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from newsflow.config import Settings
+from newsflow.core.timeutil import HOUR_MS, iso_to_ms
+
+
+def snapshot_bytes(recovery: Path) -> dict[str, int]:
+    """step name -> bytes of its keys' latest snapshots at the last epoch (all partitions)."""
+    latest: dict[tuple[str, str], tuple[int, int]] = {}
+    for db in sorted(recovery.glob("part-*.sqlite3")):
+        with sqlite3.connect(db) as con:
+            for step, key, epoch, n in con.execute(
+                    "SELECT step_id, state_key, snap_epoch, length(ser_change) FROM snaps"):
+                if (step, key) not in latest or latest[(step, key)][0] < epoch:
+                    latest[(step, key)] = (epoch, n or 0)
+    out: collections.Counter[str] = collections.Counter()
+    for (step, _), (_, n) in latest.items():
+        out[step.split(".")[1]] += n
+    return dict(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("archive")
+    ap.add_argument("--out")
+    ap.add_argument("--recovery")
+    a = ap.parse_args()
+    out = Path(a.out or tempfile.mkdtemp(prefix="state-out-"))
+    rec = Path(a.recovery or tempfile.mkdtemp(prefix="state-rec-"))
+    subprocess.run([sys.executable, "-m", "newsflow.cli.main", "demo", "--input", a.archive, "--out", str(out),
+                    "--recovery-dir", str(rec)], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    by_step = snapshot_bytes(rec)
+    fetched = sorted(iso_to_ms(orjson.loads(x)["fetched_at"]) for x in (out / "articles.jsonl").open("rb"))
+    end = fetched[-1]
+    s = Settings()
+    windows = {"parse": s.dedup.window_ms, "dedup": s.dedup.window_ms,
+               "stories": int(s.stories.window_hours * HOUR_MS)}
+    week = 7 * 24 * HOUR_MS
+
+    def live(ms: int) -> int:
+        return sum(1 for t in fetched if t >= end - ms)
+
+    rows = []
+    for step, n in sorted(by_step.items(), key=lambda kv: -kv[1]):
+        if n == 0:
+            continue
+        w = windows.get(step, week)
+        k = live(w)
+        rows.append({"step": step, "bytes": n, "window_hours": w / HOUR_MS, "articles_in_window": k,
+                     "bytes_per_article": round(n / max(k, 1))})
+    total = sum(by_step.values())
+    print(orjson.dumps({"archive": a.archive, "article_records": len(fetched), "steps": rows,
+                        "all_steps_bytes": total, "articles_in_longest_window": live(week),
+                        "all_steps_bytes_per_article": round(total / max(live(week), 1))},
+                       option=orjson.OPT_INDENT_2).decode())
+
+
+if __name__ == "__main__":
+    main()
