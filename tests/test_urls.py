@@ -71,3 +71,26 @@ def test_registrable_domain_fast_path_equals_urlsplit() -> None:
     for url in edge + junk:
         if "/" in url:
             assert registrable_domain(url) == _domain_via_urlsplit(url), url
+
+
+def test_url_hostname_is_urlsplit_hostname():
+    """The cheap host of a plain URL is exactly ``urlsplit(url).hostname`` (or "" when it has none
+    or urlsplit refuses the URL), on odd URLs and 20,000 random ones."""
+    import random
+    import string
+    from urllib.parse import urlsplit
+
+    from newsflow.feeds.urls import url_hostname
+
+    rnd = random.Random(11)
+    chars = string.ascii_letters + string.digits + ":/?#[]@!$&'()*+,;=%-._~ \t"
+    cases = ["https://WWW.BBC.co.uk:443/news?x=1", "http://u@h/", "http://[::1]/a", "http://[fe80::1%ETH0]/",
+             " http://h/", "http://H%ZZ.com/", "https://:80/", "https://ümlaut.de/", "mailto:x@y", "//h.com/p"]
+    cases += [rnd.choice(["http://", "HTTPS://", "a+b.c://", ""]) + "".join(rnd.choice(chars) for _ in range(rnd.randint(0, 24)))
+              for _ in range(20_000)]
+    for url in cases:
+        try:
+            want = urlsplit(url).hostname or ""
+        except ValueError:
+            want = ""
+        assert url_hostname(url) == want, url

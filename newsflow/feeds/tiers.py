@@ -15,9 +15,8 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from newsflow.feeds.urls import SHARED_PLATFORMS, registrable_domain
+from newsflow.feeds.urls import SHARED_PLATFORMS, registrable_domain, url_hostname
 
 TIERS = ("T1", "T2", "T3", "T4", "T5")
 BUILTIN = Path(__file__).with_name("source_tiers.toml")
@@ -39,6 +38,7 @@ class SourceTiers:
     families: Mapping[str, str] = field(default_factory=dict)
     _by_publisher: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
     _family_by_name: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+    _by_host: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     def for_host(self, host: str) -> str | None:
         """Tier of the host or of its nearest listed parent domain, down to the registrable domain.
@@ -48,15 +48,21 @@ class SourceTiers:
         >>> SourceTiers({"co.uk": "T1"}, {}).for_host("bbc.co.uk") is None  # never a public suffix
         True
         """
-        host = host.lower().rstrip(".")
-        if not host:
-            return None
-        floor = registrable_domain(host)
-        while True:
-            t = self.domains.get(host)
-            if t is not None or host == floor or "." not in host:
-                return t
-            host = host.split(".", 1)[1]
+        hit = self._by_host.get(host, "")
+        if hit != "":
+            return hit
+        name = host.lower().rstrip(".")
+        found = None
+        if name:
+            floor = registrable_domain(name)
+            while True:
+                found = self.domains.get(name)
+                if found is not None or name == floor or "." not in name:
+                    break
+                name = name.split(".", 1)[1]
+        if len(self._by_host) < 65536:  # memoized: every article of a feed asks for the same host
+            self._by_host[host] = found
+        return found
 
     def for_publisher(self, name: str) -> str | None:
         """Tier of the publisher's name, or of the longest listed name it starts with (whole words).
@@ -97,10 +103,7 @@ class SourceTiers:
     def lookup(self, publisher: str | None, url: str | None) -> str | None:
         """The article's default tier: by its link's host, else by its publisher's name."""
         if url:
-            try:
-                host = urlsplit(url).hostname or ""
-            except ValueError:
-                host = ""
+            host = url_hostname(url)
             t = self.for_host(host) if host else None
             if t is not None:
                 return t

@@ -131,18 +131,26 @@ def registrable_domain(url_or_host: str) -> str:
     IP literals stand for themselves; a host outside the Public Suffix List keeps its last two
     labels (``feeds.example`` -> ``feeds.example``, ``a.b.internal`` -> ``b.internal``).
     """
-    host = url_or_host
-    if "/" in url_or_host:
-        m = _PLAIN_NETLOC.match(url_or_host)
-        if m is not None:  # what urlsplit(...).hostname gives for a plain URL, ~10x cheaper
-            host = m.group(1).partition(":")[0]
-        else:
-            try:
-                host = urlsplit(url_or_host).hostname or ""
-            except ValueError:
-                return ""
+    host = url_hostname(url_or_host) if "/" in url_or_host else url_or_host
     host = host.lower().rstrip(".")
     return _host_domain(host) if host else ""
+
+
+def url_hostname(url: str) -> str:
+    """``urlsplit(url).hostname`` ("" when it has none or urlsplit refuses the URL), ~10x
+    cheaper for a plain URL.
+
+    >>> url_hostname("https://WWW.BBC.co.uk:443/news?x=1"), url_hostname("https://u@[::1]:80/"), url_hostname("x")
+    ('www.bbc.co.uk', '::1', '')
+    """
+    m = _PLAIN_NETLOC.match(url)
+    if m is not None:
+        host, pct, zone = m.group(1).partition(":")[0].partition("%")
+        return host.lower() + pct + zone  # (as urlsplit: an IPv6 zone id keeps its case)
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
 
 
 @functools.lru_cache(maxsize=131072)
