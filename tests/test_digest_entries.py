@@ -136,3 +136,47 @@ def test_digest_views_count_the_same_publishers_as_full_records() -> None:
     from_views = StoryCoverage().extend(views)  # no table passed: the views' families count
     assert from_views.stories == full.stories
     assert {p for st in full.stories.values() for p in st.publishers} == {"cnn.com", "nytimes.com", "foxnews.com", "bbc.co.uk"}
+
+
+def test_coverage_expire_skips_only_calls_that_change_nothing():
+    """``StoryCoverage.expire`` returns at once when its horizon has not moved since the last
+    sweep, no story fell below it and no merge came; random adds (some late), merges, reliability
+    and expiries give the same stories, merges and answers as a coverage that sweeps every time."""
+    rnd = random.Random(5)
+    fast, full = StoryCoverage(), StoryCoverage()
+    hour = 3_600_000
+    now = 100 * hour
+    skipped = 0
+    for step in range(3000):
+        r = rnd.random()
+        if r < 0.6:
+            now += rnd.randrange(0, 20 * 60_000)
+            t = now - (rnd.randrange(0, 200) * hour if rnd.random() < 0.05 else 0)  # a late one
+            rec = {"story_id": f"s{rnd.randrange(60)}", "fetched_ms": t, "publisher": f"P{rnd.randrange(9)}",
+                   "tier": f"T{rnd.randrange(1, 5)}", "feed_id": "f"}
+            fast.add(rec)
+            full.add(rec)
+        elif r < 0.65:
+            gone, into = f"s{rnd.randrange(60)}", f"s{rnd.randrange(60)}"
+            fast.merge(gone, into, now)
+            full.merge(gone, into, now)
+        elif r < 0.7:
+            h = {"feed_id": "f", "reliability": rnd.random(), "at": ms_to_iso(now)}
+            fast.add_health(h)
+            full.add_health(h)
+        else:
+            horizon = (now - 48 * hour) // hour * hour
+            full._dirty = True  # the reference sweeps every time
+            skipped += horizon == fast._horizon and fast._low >= horizon and not fast._dirty
+            assert fast.expire(horizon) == full.expire(horizon)
+            assert fast.stories.keys() == full.stories.keys() and fast.merged == full.merged, step
+            for sid in (f"s{i}" for i in range(60)):
+                assert fast.as_of(sid, now) == full.as_of(sid, now)
+            assert fast.reliability_of("f", now) == full.reliability_of("f", now)
+    assert skipped > 100  # (most calls change nothing)
+    # restored from a snapshot of before these fields, it sweeps on its next call
+    old = pickle.loads(pickle.dumps(fast))
+    for k in ("_horizon", "_low", "_dirty"):
+        object.__delattr__(old, k)
+    again = pickle.loads(pickle.dumps(old))
+    assert again._dirty and again._horizon is None

@@ -51,11 +51,17 @@ class StoryCoverage:
     merged: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     #: merged-away story -> (time, story it joined): built from ``merged`` when first asked
     _into: dict[str, tuple[int, str]] | None = field(default=None, repr=False, compare=False)
+    #: :meth:`expire`'s last sweep: its horizon, a lower bound of the stories' ``last_ms`` since
+    #: (exact after a sweep, lowered by new stories), and whether a merge came since
+    _horizon: int | None = field(default=None, repr=False, compare=False)
+    _low: int = field(default=-(1 << 62), repr=False, compare=False)
+    _dirty: bool = field(default=True, repr=False, compare=False)
 
     def __setstate__(self, state: Any) -> None:  # snapshots from before late merges lack them
         for k, v in (state[1] if isinstance(state, tuple) else state).items():
             object.__setattr__(self, k, v)
-        for k, default in (("merged", {}), ("_into", None)):
+        for k, default in (("merged", {}), ("_into", None), ("_horizon", None), ("_low", -(1 << 62)),
+                           ("_dirty", True)):
             try:
                 getattr(self, k)
             except AttributeError:
@@ -68,6 +74,7 @@ class StoryCoverage:
         if gone != into:
             self.merged.setdefault(into, []).append((at_ms, gone))
             self._into = None
+            self._dirty = True
 
     def alias(self, story_id: str, end_ms: int) -> str:
         """The story that ``story_id``'s articles belong to as of ``end_ms`` (merges before it,
@@ -93,6 +100,8 @@ class StoryCoverage:
         st = self.stories.get(sid)
         if st is None:
             st = self.stories[sid] = _Story()
+            if t < self._low:
+                self._low = t
         st.last_ms = max(st.last_ms, t)
         if "seen_families" in rec:  # looked up once upstream (the flow's digest view)
             pub, fams = rec.get("family"), rec["seen_families"]
@@ -182,7 +191,15 @@ class StoryCoverage:
         return into[1] if into is not None and into[0] < end_ms else None
 
     def expire(self, horizon_ms: int) -> int:
-        """Drop stories last carried before ``horizon_ms`` (event time); returns how many."""
+        """Drop stories last carried before ``horizon_ms`` (event time); returns how many.
+
+        A call with the horizon of the previous sweep changes nothing when no story may have
+        fallen below it since (a story's ``last_ms`` only grows; a new one lowers ``_low``) and
+        no merge came: it returns at once (the flow calls this on every tick of every digest
+        step, the horizon moves once an hour)."""
+        if horizon_ms == self._horizon and self._low >= horizon_ms and not self._dirty:
+            return 0
+        self._horizon, self._dirty = horizon_ms, False
         dead = [k for k, st in self.stories.items() if st.last_ms < horizon_ms]
         for k in dead:
             del self.stories[k]
@@ -194,6 +211,7 @@ class StoryCoverage:
             old = sum(1 for t, _ in hist if t < horizon_ms)
             if old > 1:
                 del hist[: old - 1]
+        self._low = min((st.last_ms for st in self.stories.values()), default=1 << 62)
         return len(dead)
 
     def __len__(self) -> int:
