@@ -239,3 +239,18 @@ def test_emerging_and_declining_topics_name_each_label_once() -> None:
     d = assemble_digest(recs, WIN, previous=digest_memory(prev))
     names = d["feed_health"]["emerging_topics"]
     assert names == ["TV Patrol North Luzon"]
+
+
+def test_a_summary_that_only_repeats_the_headline_is_not_printed() -> None:
+    # real replay, morning brief of 2020-05-06: a CNN item without a description showed its
+    # headline twice ("Europe slowly reopens as WHO chief warns: ..." as the summary too)
+    title = "Europe slowly reopens as WHO chief warns: 'There can be no going back to business as usual'"
+    for score in (75, 55):  # Top Stories, Noteworthy
+        d = assemble_digest([rec("apple", 0, score)], WIN)
+        [item] = [it for s in d["sections"] for it in s["items"]]
+        item["lead"]["title"] = item["label"] = title
+        item["summary"] = title
+        md, html = to_markdown(d), to_html(d)
+        assert md.count("Europe slowly reopens") == 1 and html.count("Europe slowly reopens") == 1
+        item["summary"] = "Europe is reopening slowly."  # a summary of its own is printed
+        assert "Europe is reopening slowly." in to_markdown(d) and "Europe is reopening slowly." in to_html(d)

@@ -65,6 +65,23 @@ def _related_line(it: Mapping[str, Any]) -> str:
     return f"{n} more from {shown}" if shown else f"{n} more"  # "1 more", "3 more": no noun
 
 
+_PLAIN = re.compile(r"\W+")
+
+
+def _summary(it: Mapping[str, Any]) -> str:
+    """The item's summary, or "" when it only repeats the lead's headline (a feed item without
+    a description: the record's summary falls back to the title, which the page shows already).
+
+    >>> _summary({"summary": "Europe reopens: 'No going back.'", "lead": {"title": "Europe reopens - no going back"}})
+    ''
+    """
+    summ = it.get("summary") or ""
+    title = (it.get("lead") or {}).get("title") or ""
+    if summ and _PLAIN.sub(" ", summ).strip().lower() == _PLAIN.sub(" ", title).strip().lower():
+        return ""
+    return summ
+
+
 def _one_line(text: str, max_words: int = 30) -> str:
     """The first sentence (abbreviations do not end it: "a U.S. ban"), at most ``max_words``."""
     sents = split_sentences(text)
@@ -126,13 +143,13 @@ def to_markdown(d: Mapping[str, Any]) -> str:
                     "",
                 ]
             if name == "Top Stories":
-                if it.get("summary"):
-                    lines += [md_escape(it["summary"]), ""]
+                if _summary(it):
+                    lines += [md_escape(_summary(it)), ""]
                 rel = _related_line(it)
                 if rel:
                     lines += [f"*Related: {md_escape(rel)}*", ""]
             elif name == "Noteworthy":
-                summ = _one_line(it.get("summary") or "")
+                summ = _one_line(_summary(it))
                 head = (f"**{_md_link(it.get('label', ''), lead.get('url'))}**" if same else
                         f"**{md_escape(it.get('label', ''))}**: {_md_link(lead.get('title', ''), lead.get('url'))}")
                 lines.append(f"- {trend}{head} — {meta}" + (f"  \n  {md_escape(summ)}" if summ else ""))
@@ -336,7 +353,7 @@ def _html_top(it: Mapping[str, Any]) -> str:
         f"{_score_badge(it.get('score'))}</h3>"
         + ("" if same else f"<div>{_a(lead.get('title', ''), lead.get('url'), 'lead-title')}</div>")
         + f'<div class="byline">{_byline(lead)}</div>'
-        + (f'<p class="summary">{_e(it.get("summary"))}</p>' if it.get("summary") else "")
+        + (f'<p class="summary">{_e(_summary(it))}</p>' if _summary(it) else "")
         + related
         + "</article>"
     )
@@ -345,7 +362,7 @@ def _html_top(it: Mapping[str, Any]) -> str:
 def _html_compact(it: Mapping[str, Any], *, full: bool) -> str:
     lead = it.get("lead") or {}
     if full:
-        summ = _one_line(it.get("summary") or "")
+        summ = _one_line(_summary(it))
         rel = _related_line(it)
         if _label_is_title(it):
             head = f'<span class="label">{_a(it.get("label", ""), lead.get("url"))}</span> {_score_badge(it.get("score"))}'
