@@ -178,3 +178,42 @@ def test_an_item_link_escaped_twice_takes_the_fast_path_as_feedparser_reads_it(l
     body = _rss("").replace(b"https://ex.org/a?x=1&amp;y=2", link.encode())
     assert fast_parse(body) is not None
     same(RawPayload("f", "https://ex.org/feed", 1_700_000_000_000, 200, body))
+
+
+_YT_ENTRY = ("<entry><id>yt:video:X1</id><yt:videoId>X1</yt:videoId><title>{title}</title>"
+             '<link rel="alternate" href="https://www.youtube.com/watch?v=X1"/>'
+             "<author><name>1 NEWS</name><uri>https://www.youtube.com/channel/C</uri></author>"
+             "<published>2020-05-06T08:25:26+00:00</published><updated>2020-05-06T08:35:58+00:00</updated>"
+             "<media:group>{group}</media:group>{after}</entry>")
+_YT_GROUP = ('<media:title>{mtitle}</media:title><media:content url="https://www.youtube.com/v/X1" '
+             'type="application/x-shockwave-flash"/><media:thumbnail url="https://i1.ytimg.com/vi/X1/hq.jpg"/>'
+             "<media:description>{desc}</media:description><media:community>"
+             '<media:starRating count="13" average="4.08"/><media:statistics views="376"/></media:community>')
+
+
+def _youtube(title: str = "Lawnmower doctor thrives", mtitle: str | None = None,
+             desc: str = "Chris has fixed 1000 mowers.\n\nGet more at: https://www.tvnz.co.nz/one-news",
+             after: str = "") -> bytes:
+    group = _YT_GROUP.format(mtitle=title if mtitle is None else mtitle, desc=desc)
+    return ('<?xml version="1.0" encoding="UTF-8"?><feed xmlns:yt="http://www.youtube.com/xml/schemas/2015" '
+            'xmlns:media="http://search.yahoo.com/mrss/" xmlns="http://www.w3.org/2005/Atom">'
+            '<id>yt:channel:C</id><yt:channelId>C</yt:channelId><title>1 NEWS</title>'
+            "<published>2011-10-04T04:42:08+00:00</published>"
+            + _YT_ENTRY.format(title=title, group=group, after=after) + "</feed>").encode()
+
+
+@pytest.mark.parametrize(("body", "fast"), [
+    (_youtube(), True),  # a YouTube channel's feed as served (6 of the labelled day's 24 feeds)
+    (_youtube(mtitle="Another title"), False),  # which title wins is feedparser's to say
+    (_youtube(desc="Tom &amp; Jerry: 1 &lt; 2"), True),  # a bare "&" or "<": the same text either way
+    (_youtube(desc="Tom &amp;amp; Jerry"), False),  # an entity reference: feedparser's sanitizer may rewrite it
+    (_youtube(desc="<b>bold</b>".replace("<", "&lt;")), False),  # a tag
+    (_youtube(after="<summary>Own summary</summary>"), False),  # the description would be content
+])
+def test_youtube_atom_entries_take_the_fast_path_with_feedparsers_articles(body: bytes, fast: bool) -> None:
+    assert (fast_parse(body) is not None) == fast
+    same(RawPayload("youtube-1news", "https://www.youtube.com/feeds/videos.xml?channel_id=C", 1_700_000_000_000,
+                    200, body))
+    if fast and b"mowers" in body:  # the description is the body
+        [art] = normalize_payload(RawPayload("youtube-1news", "https://ex.org/feed", 1_700_000_000_000, 200, body)).articles
+        assert "1000 mowers" in art.body_text

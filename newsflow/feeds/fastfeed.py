@@ -55,7 +55,8 @@ RSS10_CHANNEL = frozenset({
 RSS10_ITEM = frozenset({f"{RSS1}title", f"{RSS1}link", f"{RSS1}description", f"{DC}date", f"{DC}subject",
                         f"{DC}creator", f"{CONTENT}encoded"})
 ATOM_FEED = frozenset(f"{ATOM}{t}" for t in (
-    "title", "subtitle", "id", "updated", "link", "author", "generator", "icon", "logo", "rights", "entry", "category"))
+    "title", "subtitle", "id", "updated", "published", "link", "author", "generator", "icon", "logo", "rights",
+    "entry", "category"))  # (the feed's own dates: normalize never reads them)
 ATOM_ENTRY = frozenset(f"{ATOM}{t}" for t in (
     "title", "link", "id", "updated", "published", "author", "content", "summary", "category"))
 MEDIA_GROUP = f"{MEDIA}group"
@@ -403,6 +404,45 @@ def _atom_text(el: ET.Element | None) -> str | None:
     return _text(el)
 
 
+MEDIA_TITLE, MEDIA_DESCRIPTION = f"{MEDIA}title", f"{MEDIA}description"
+
+
+def _atom_group_extras(en: ET.Element) -> tuple[frozenset[str], str | None]:
+    """A YouTube-shaped Atom entry's ``media:group`` title and description: (the tags the fast
+    path may then skip, the description as the summary), else :class:`_Unsupported`.
+
+    * ``media:title`` after the entry's own ``<title>`` with the same text: feedparser keeps the
+      first title (``title_depth``), and the text is the same either way;
+    * one ``media:description``, with no ``<summary>`` or ``<content>`` in the entry: feedparser
+      files it as the summary (``_start_description``), as HTML; never one with a tag or an
+      entity reference in its text, which its sanitizer may rewrite.
+    """
+    group = [c for c in en if c.tag == MEDIA_GROUP]
+    titles = [t for g in group for t in g.iter(MEDIA_TITLE)]
+    descs = [d for g in group for d in g.iter(MEDIA_DESCRIPTION)]
+    if not titles and not descs:
+        return frozenset(), None
+    if len(group) != 1 or any(t not in group[0] or len(t) for t in titles + descs):
+        raise _Unsupported  # only as the group's own children, without markup
+    extra: set[str] = set()
+    if titles:
+        own = [c for c in en if c.tag == f"{ATOM}title"]
+        kids = list(en)
+        if (len(titles) > 1 or len(own) != 1 or kids.index(own[0]) > kids.index(group[0])
+                or (titles[0].text or "") != (own[0].text or "") or own[0].get("type") not in (None, "text")):
+            raise _Unsupported
+        extra.add(MEDIA_TITLE)
+    summary = None
+    if descs:
+        if len(descs) > 1 or en.find(f"{ATOM}summary") is not None or en.find(f"{ATOM}content") is not None:
+            raise _Unsupported
+        summary = _text(descs[0]) or ""
+        if _HTMLISH.search(summary) or descs[0].attrib:
+            raise _Unsupported
+        extra.add(MEDIA_DESCRIPTION)
+    return frozenset(extra), summary
+
+
 def _atom(root: ET.Element, names: _Names) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     _only(root, ATOM_FEED, names)
     feed: dict[str, Any] = {"title": _atom_text(root.find(f"{ATOM}title")) or "", "language": _language(root, xml_lang=True)}
@@ -412,7 +452,8 @@ def _atom(root: ET.Element, names: _Names) -> tuple[dict[str, Any], list[dict[st
         feed["author_detail"] = {"name": fa.text.strip()}
     entries = []
     for en in root.findall(f"{ATOM}entry"):
-        _only(en, ATOM_ENTRY, names)
+        extra, group_summary = _atom_group_extras(en)
+        _only(en, ATOM_ENTRY, names, extra)
         e: dict[str, Any] = {}
         t = en.find(f"{ATOM}title")
         if t is not None:
@@ -441,6 +482,8 @@ def _atom(root: ET.Element, names: _Names) -> tuple[dict[str, Any], list[dict[st
         s = en.find(f"{ATOM}summary")
         if s is not None:
             e["summary"] = _atom_text(s)
+        elif group_summary is not None:
+            e["summary"] = group_summary
         p = en.find(f"{ATOM}published")
         if p is not None:
             e["published_parsed"] = _date(p.text)
