@@ -373,3 +373,31 @@ def test_a_gap_between_polls_does_not_age_the_news_it_brings() -> None:
     assert recency == {"old": 97.04, "new": 100.0, "late": 91.39}
     # a parse snapshot keeps the feeds' last polls
     assert restore(STEP_PARSE, parse.snapshot())["polls"] == {"example": t0 + 10 * HOUR}
+
+
+def test_digest_steps_get_the_health_fields_they_read_and_report_the_same():
+    """A ``feed-health`` record reaches the five digest steps as the fields their report reads
+    (``digest.health.report_view``): each step keeps a week of them, one per poll. The report of
+    random records is the same from the views as from the whole records."""
+    import random
+
+    from newsflow.digest.health import REPORT_FIELDS, FeedHealthAccumulator, report_view
+    from newsflow.flows.pipeline import _to_digests
+    from newsflow.model.messages import FromShard, HealthReport
+    from newsflow.wire.codec import health_record
+
+    rnd = random.Random(3)
+    recs = [health_record(f"feed-{rnd.randrange(5)}", 1_700_000_000_000 + i * 60_000,
+                          rnd.choice(["ok", "partial_undated", "all_undated", "no_items", "http_error"]),
+                          source=rnd.choice(["flow", "poller", "other"]), items=rnd.randrange(30), etag="x",
+                          reliability=rnd.choice([None, rnd.random()]), alert=rnd.choice([None, "stale"]))
+            for i in range(400)]
+    full, slim = FeedHealthAccumulator(), FeedHealthAccumulator()
+    for r in recs + recs[:50]:  # (re-emits too)
+        full.add(r)
+        slim.add(report_view(r))
+    assert full.summary() == slim.summary()
+    [(_, sent)] = _to_digests(Settings(), None)([("st00", HealthReport("0:1", recs[0]))])
+    assert isinstance(sent, FromShard) and isinstance(sent.message, HealthReport)
+    assert sent.message.record == {k: recs[0][k] for k in REPORT_FIELDS if k in recs[0]}
+    assert "etag" in recs[0] and "etag" not in sent.message.record

@@ -25,6 +25,22 @@ class _FeedStat:
     alert: str | None = None
 
 
+#: what a digest reads of a ``feed-health`` record: the report (:class:`FeedHealthAccumulator`),
+#: the window it falls in (``at``) and the feed's reliability (``StoryCoverage.add_health``)
+REPORT_FIELDS = ("record_id", "feed_id", "status", "source", "at", "reliability", "alert")
+
+
+def report_view(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a ``feed-health`` record a digest reads (those it has): each digest step
+    keeps a week of them, one per poll, and the whole record (HTTP details, counts, timings)
+    was most of the daily and rolling steps' state (``bench/state_bytes.py``).
+
+    >>> report_view({"feed_id": "f", "at": "2026-03-09T07:00:00Z", "status": "ok", "http_status": 200, "etag": "x"})
+    {'feed_id': 'f', 'status': 'ok', 'at': '2026-03-09T07:00:00Z'}
+    """
+    return {k: rec[k] for k in REPORT_FIELDS if k in rec}
+
+
 class FeedHealthAccumulator:
     """Folds ``feed-health`` records (poller polls) of a window into the digest's report."""
 

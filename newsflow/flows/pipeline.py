@@ -49,7 +49,7 @@ from newsflow.dedup.story_state import MemberRecords, StoryTracker
 from newsflow.digest.assemble import assemble_digest, digest_memory
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import digest_entries
-from newsflow.digest.health import FeedHealthAccumulator
+from newsflow.digest.health import FeedHealthAccumulator, report_view
 from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
 from newsflow.feeds.tiers import NO_TABLE, SourceTiers
@@ -718,9 +718,15 @@ def _to_digests(settings: Settings, profiles: ProfilesConfig | None
         entries = iter(digest_entries(arts, title_weight=cfg.title_weight, body_words=cfg.body_words,
                                       profile_terms=profile_terms) if arts else ())
         return by_key((DIGESTS_KEY, FromShard(k, ScoredArticle(_digest_view(m.record, family), next(entries))
-                                              if isinstance(m, ScoredArticle) else m)) for k, m in kept)
+                                              if isinstance(m, ScoredArticle) else
+                                              _slim(m) if isinstance(m, HealthReport) else m)) for k, m in kept)
 
     return route
+
+
+def _slim(m: HealthReport) -> HealthReport:
+    """A health report as the digest steps read it (:func:`~newsflow.digest.health.report_view`)."""
+    return HealthReport(m.seq, report_view(m.record), m.report, m.epoch)
 
 
 #: what a digest step reads of an article record besides its entry (event time, story coverage)
