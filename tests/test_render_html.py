@@ -254,3 +254,27 @@ def test_a_summary_that_only_repeats_the_headline_is_not_printed() -> None:
         assert md.count("Europe slowly reopens") == 1 and html.count("Europe slowly reopens") == 1
         item["summary"] = "Europe is reopening slowly."  # a summary of its own is printed
         assert "Europe is reopening slowly." in to_markdown(d) and "Europe is reopening slowly." in to_html(d)
+
+
+def test_a_label_that_is_the_first_words_of_the_headline_is_not_shown_beside_it() -> None:
+    # real replay, morning brief of 2020-05-06: "5-year-old who started driving to California to buy
+    # a Lamborghini finally got to ride …" above the whole headline, and "Europe slowly reopens as
+    # WHO chief warns" before "Europe slowly reopens as WHO chief warns: 'There can be no ...'"
+    cases = [("5-year-old who started driving to California to buy a Lamborghini finally got to ride …",
+              "5-year-old who started driving to California to buy a Lamborghini finally got to ride in one"),
+             ("Europe slowly reopens as WHO chief warns",
+              "Europe slowly reopens as WHO chief warns: 'There can be no going back to business as usual'")]
+    for label, title in cases:
+        for score in (75, 55):  # Top Stories, Noteworthy
+            d = assemble_digest([rec("apple", 0, score)], WIN)
+            [item] = [it for s in d["sections"] for it in s["items"]]
+            item["label"], item["lead"]["title"] = label, title
+            md, html = to_markdown(d), to_html(d)
+            first = title.split()[0]
+            assert md.count(first) == 1 and html.count(first) == 1, (label, score)
+            assert title.replace("'", "&#x27;") in html or title in html
+    # a label that says something else (the story's entity first) is still shown with the headline
+    d = assemble_digest([rec("apple", 0, 75)], WIN)
+    [item] = [it for s in d["sections"] for it in s["items"]]
+    item["label"], item["lead"]["title"] = "Neil Ferguson: Lockdown professor steps down …", "Lockdown professor steps down"
+    assert "Neil Ferguson" in to_markdown(d) and to_markdown(d).count("Lockdown professor") == 2

@@ -132,9 +132,10 @@ def to_markdown(d: Mapping[str, Any]) -> str:
                 )
                 if x
             )
-            same = _label_is_title(it)
-            if name == "Top Stories" and same:  # the label is the lead's headline: say it once
-                lines += [f"### {trend}{_md_link(it.get('label', ''), lead.get('url'))}", "", meta, ""]
+            once = _shown_once(it)
+            same = once is not None
+            if name == "Top Stories" and once is not None:  # the label is the lead's headline: say it once
+                lines += [f"### {trend}{_md_link(once, lead.get('url'))}", "", meta, ""]
             elif name == "Top Stories":
                 lines += [
                     f"### {trend}{md_escape(it.get('label', ''))}",
@@ -150,7 +151,7 @@ def to_markdown(d: Mapping[str, Any]) -> str:
                     lines += [f"*Related: {md_escape(rel)}*", ""]
             elif name == "Noteworthy":
                 summ = _one_line(_summary(it))
-                head = (f"**{_md_link(it.get('label', ''), lead.get('url'))}**" if same else
+                head = (f"**{_md_link(once or '', lead.get('url'))}**" if same else
                         f"**{md_escape(it.get('label', ''))}**: {_md_link(lead.get('title', ''), lead.get('url'))}")
                 lines.append(f"- {trend}{head} — {meta}" + (f"  \n  {md_escape(summ)}" if summ else ""))
             else:
@@ -325,12 +326,30 @@ def to_html(d: Mapping[str, Any]) -> str:
     return "\n".join(x for x in out if x) + "\n"
 
 
-def _label_is_title(it: Mapping[str, Any]) -> bool:
-    """The item's label is its lead's whole headline (labels are headlines: issue 9 item 5), so
-    a page shows it once, as the link."""
+def _shown_once(it: Mapping[str, Any]) -> str | None:
+    """The heading of an item whose label only repeats its lead's headline (labels are
+    headlines: issue 9 item 5), shown once, as the link: the label when it is the whole headline
+    (after "[Entity]: "), the whole headline when the label is its first words (a first clause,
+    or a cut ending in "…"); None when the label says something else (both are shown).
+
+    >>> lead = {"title": "Europe slowly reopens as WHO chief warns: 'No going back'"}
+    >>> _shown_once({"label": "Europe slowly reopens as WHO chief warns", "lead": lead})
+    "Europe slowly reopens as WHO chief warns: 'No going back'"
+    >>> _shown_once({"label": "Europe slowly reopens …", "lead": lead}) == lead["title"]
+    True
+    >>> _shown_once({"label": "Europe slowly", "lead": {"title": "Europe slowlyish"}}) is None
+    True
+    """
     title = (it.get("lead") or {}).get("title") or ""
     label = it.get("label") or ""
-    return bool(title) and (label == title or label.endswith(f": {title}"))
+    if not title or not label:
+        return None
+    if label == title or label.endswith(f": {title}"):
+        return label
+    head = label.removesuffix("…").rstrip()
+    if head and title.startswith(head) and not (title[len(head):][:1].isalnum() or head[-1:] == "-"):
+        return title
+    return None
 
 
 def _html_top(it: Mapping[str, Any]) -> str:
@@ -345,8 +364,9 @@ def _html_top(it: Mapping[str, Any]) -> str:
         related = f'<div class="related">Related: {_e(rel)}' + (
             f"<ul>{links}</ul>" if links else ""
         ) + "</div>"  # fmt: skip
-    same = _label_is_title(it)  # the label is the lead's headline: the heading is its link
-    label = _a(it.get("label", ""), lead.get("url"), "lead-title") if same else _e(it.get("label", ""))
+    once = _shown_once(it)  # the label is the lead's headline: the heading is its link
+    same = once is not None
+    label = _a(once or "", lead.get("url"), "lead-title") if same else _e(it.get("label", ""))
     return (
         '<article class="story">'
         f"<h3>{_trend_badge(it.get('trend'))}{label} "
@@ -364,8 +384,9 @@ def _html_compact(it: Mapping[str, Any], *, full: bool) -> str:
     if full:
         summ = _one_line(_summary(it))
         rel = _related_line(it)
-        if _label_is_title(it):
-            head = f'<span class="label">{_a(it.get("label", ""), lead.get("url"))}</span> {_score_badge(it.get("score"))}'
+        once = _shown_once(it)
+        if once is not None:
+            head = f'<span class="label">{_a(once, lead.get("url"))}</span> {_score_badge(it.get("score"))}'
         else:
             head = (f'<span class="label">{_e(it.get("label", ""))}</span> {_score_badge(it.get("score"))}<br>'
                     f"{_a(lead.get('title', ''), lead.get('url'))}")
