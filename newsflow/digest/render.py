@@ -133,7 +133,6 @@ def to_markdown(d: Mapping[str, Any]) -> str:
                 if x
             )
             once = _shown_once(it)
-            same = once is not None
             if name == "Top Stories" and once is not None:  # the label is the lead's headline: say it once
                 lines += [f"### {trend}{_md_link(once, lead.get('url'))}", "", meta, ""]
             elif name == "Top Stories":
@@ -144,14 +143,15 @@ def to_markdown(d: Mapping[str, Any]) -> str:
                     "",
                 ]
             if name == "Top Stories":
-                if _summary(it):
-                    lines += [md_escape(_summary(it)), ""]
+                summ = _summary(it)
+                if summ:
+                    lines += [md_escape(summ), ""]
                 rel = _related_line(it)
                 if rel:
                     lines += [f"*Related: {md_escape(rel)}*", ""]
             elif name == "Noteworthy":
                 summ = _one_line(_summary(it))
-                head = (f"**{_md_link(once or '', lead.get('url'))}**" if same else
+                head = (f"**{_md_link(once, lead.get('url'))}**" if once is not None else
                         f"**{md_escape(it.get('label', ''))}**: {_md_link(lead.get('title', ''), lead.get('url'))}")
                 lines.append(f"- {trend}{head} — {meta}" + (f"  \n  {md_escape(summ)}" if summ else ""))
             else:
@@ -354,6 +354,7 @@ def _shown_once(it: Mapping[str, Any]) -> str | None:
 
 def _html_top(it: Mapping[str, Any]) -> str:
     lead = it.get("lead") or {}
+    summ = _summary(it)
     rel = _related_line(it)
     related = ""
     if rel:
@@ -365,15 +366,14 @@ def _html_top(it: Mapping[str, Any]) -> str:
             f"<ul>{links}</ul>" if links else ""
         ) + "</div>"  # fmt: skip
     once = _shown_once(it)  # the label is the lead's headline: the heading is its link
-    same = once is not None
-    label = _a(once or "", lead.get("url"), "lead-title") if same else _e(it.get("label", ""))
+    label = _a(once, lead.get("url"), "lead-title") if once is not None else _e(it.get("label", ""))
     return (
         '<article class="story">'
         f"<h3>{_trend_badge(it.get('trend'))}{label} "
         f"{_score_badge(it.get('score'))}</h3>"
-        + ("" if same else f"<div>{_a(lead.get('title', ''), lead.get('url'), 'lead-title')}</div>")
+        + ("" if once is not None else f"<div>{_a(lead.get('title', ''), lead.get('url'), 'lead-title')}</div>")
         + f'<div class="byline">{_byline(lead)}</div>'
-        + (f'<p class="summary">{_e(_summary(it))}</p>' if _summary(it) else "")
+        + (f'<p class="summary">{_e(summ)}</p>' if summ else "")
         + related
         + "</article>"
     )

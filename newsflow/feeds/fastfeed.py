@@ -60,6 +60,7 @@ ATOM_FEED = frozenset(f"{ATOM}{t}" for t in (
 ATOM_ENTRY = frozenset(f"{ATOM}{t}" for t in (
     "title", "link", "id", "updated", "published", "author", "content", "summary", "category"))
 MEDIA_GROUP = f"{MEDIA}group"
+MEDIA_TITLE, MEDIA_DESCRIPTION = f"{MEDIA}title", f"{MEDIA}description"
 MEDIA_CHILDREN = frozenset({f"{MEDIA}content", f"{MEDIA}thumbnail"})
 MEDIA_IN_GROUP = MEDIA_CHILDREN
 _EMAIL_NAME = re.compile(r"^\s*\S+@\S+\s*\((.+)\)\s*$")
@@ -172,7 +173,7 @@ def _only(el: ET.Element, allowed: frozenset[str], names: _Names, extra: frozens
 #: a tag or an entity reference: text feedparser may take for HTML
 _HTMLISH = re.compile(r"</?[A-Za-z]|&#?\w+;")
 #: an RSS item's elements that ``_item_extras`` checks, then the fast path skips
-ITEM_EXTRAS = frozenset({f"{MEDIA}description", f"{ATOM}link"})
+ITEM_EXTRAS = frozenset({MEDIA_DESCRIPTION, f"{ATOM}link"})
 
 
 def _item_extras(item: ET.Element) -> None:
@@ -193,7 +194,7 @@ def _item_extras(item: ET.Element) -> None:
     enc_empty = False
     for i, el in enumerate(item.iter()):
         tag = el.tag
-        if tag == f"{MEDIA}description":
+        if tag == MEDIA_DESCRIPTION:
             t = el.text or ""
             if _HTMLISH.search(t) or len(el):  # feedparser's lookslikehtml may say yes
                 raise _Unsupported
@@ -402,9 +403,6 @@ def _atom_text(el: ET.Element | None) -> str | None:
     if el.get("type") in ("xhtml", "application/xhtml+xml"):
         raise _Unsupported
     return _text(el)
-
-
-MEDIA_TITLE, MEDIA_DESCRIPTION = f"{MEDIA}title", f"{MEDIA}description"
 
 
 def _atom_group_extras(en: ET.Element) -> tuple[frozenset[str], str | None]:
