@@ -2,11 +2,11 @@
 
     raw (keyed by input partition)
       -> parse      parse + normalize; event-time clock; ticks      [key: input partition]
-      -> dedup      exact dedup, layers 1-2 (GUID, canonical URL)   [key: 64 domain shards]
+      -> dedup      exact dedup, layers 1-2 (GUID, canonical URL)   [key: dedup.shards domain shards]
       -> stories    tick-aligned merge; layers 3-5 + story ids;     [key: K shards by a stable
                     importance score; online topic (river k-means)   hash of the feed category]
-      -> digests    event-time digest windows (morning/midday/      [key: "digests"]
-                    evening/weekly/rolling), assembly
+      -> digests    event-time digest windows (morning/midday/      [key: one per digest type,
+                    evening/weekly/rolling), assembly                "digests:<type>"]
       -> (topic, key, value) for the sinks
 
 Only wiring lives here: the logic is in the pure step packages. Step ids are constants because
