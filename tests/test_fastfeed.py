@@ -103,6 +103,41 @@ def test_captioned_real_feeds_take_the_fast_path_with_identical_articles(shared_
     assert fast.get("daily-mail", 0) >= 6 and fast.get("nyt-u-s", 0) >= 2, (fast, total)
 
 
+@pytest.mark.parametrize("version", ["0.91", "0.92", "0.93", "0.94", "2.0"])
+def test_rss_09x_reads_as_20_under_feedparsers_version_name(version: str) -> None:
+    """feedparser reads RSS 0.91-0.94 as 2.0; only its version name differs (``rss092``...)."""
+    import feedparser
+
+    body = (f'<?xml version="1.0" encoding="UTF-8"?><rss version="{version}"><channel><title>T</title>'
+            "<item><title>Headline</title><link>https://ex.org/a</link><description>Body &lt;b&gt;text&lt;/b&gt;"
+            "</description></item><item><title>No date</title><link>https://ex.org/b</link></item>"
+            "</channel></rss>").encode()
+    got = fast_parse(body)
+    assert got is not None and got[0] == feedparser.parse(body).version
+    same(RawPayload("f", "https://feeds.example.org/rss.xml", 1_700_000_000_000, 200, body))
+    assert fast_parse(body.replace(f'version="{version}"'.encode(), b'version="0.9"')) is None
+
+
+@pytest.mark.corpus
+def test_an_rss_092_real_feed_takes_the_fast_path_with_identical_articles(shared_dir: Path) -> None:
+    """The Daily Telegraph (Sydney) serves RSS 0.92 with undated items on the labelled day."""
+    import feedparser
+
+    from newsflow.connectors.files import iter_archive
+    from newsflow.wire.codec import decode_raw
+
+    n = 0
+    for line in iter_archive(shared_dir / DAY):
+        p = decode_raw(line)
+        if p.feed_id != "daily-telegraph" or not p.body:
+            continue
+        got = fast_parse(p.body)
+        assert got is not None and got[0] == feedparser.parse(p.body).version == "rss092"
+        same(p)
+        n += 1
+    assert n >= 6
+
+
 def _rss(item_xml: str, ns: str = "") -> bytes:
     return (f'<?xml version="1.0" encoding="UTF-8"?><rss version="2.0" {ns}><channel><title>T</title>'
             f"<item><title>Headline</title><link>https://ex.org/a?x=1&amp;y=2</link>"

@@ -520,6 +520,12 @@ def _media_alias(root: ET.Element, names: _Names) -> None:
                 el.tag = MEDIA + tag[len(ns):]
 
 
+#: ``<rss version>`` values the 2.0 reader takes, named as feedparser names them
+#: (``_start_rss``): feedparser reads 0.91-0.94 as 2.0 and only the name differs (a Netscape
+#: 0.91 is told by its DOCTYPE, which the fast path leaves to feedparser)
+_RSS_VERSIONS = {"2.0": "rss20", "0.91": "rss091u", "0.92": "rss092", "0.93": "rss093", "0.94": "rss094"}
+
+
 def fast_parse(body: bytes) -> tuple[str, dict[str, Any], list[dict[str, Any]]] | None:
     """``(version, feed, entries)`` in feedparser's shape, or ``None`` to use feedparser."""
     head = body[:512]
@@ -533,12 +539,13 @@ def fast_parse(body: bytes) -> tuple[str, dict[str, Any], list[dict[str, Any]]] 
     try:
         root = ET.fromstring(body)
         if root.tag == "rss":
-            if root.get("version") != "2.0":
+            version = _RSS_VERSIONS.get(root.get("version") or "")
+            if version is None:
                 return None
             names = _Names(body)
             _media_alias(root, names)
             feed, entries = _rss20(root, names)
-            return "rss20", feed, entries
+            return version, feed, entries
         if root.tag == f"{ATOM}feed":
             feed, entries = _atom(root, _Names(body))
             return "atom10", feed, entries
