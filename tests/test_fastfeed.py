@@ -138,6 +138,49 @@ def test_an_rss_092_real_feed_takes_the_fast_path_with_identical_articles(shared
     assert n >= 6
 
 
+@pytest.mark.corpus
+def test_straits_times_xml_base_and_source_take_the_fast_path_with_identical_articles(shared_dir: Path) -> None:
+    """The Straits Times: ``xml:base`` on ``<rss>``, absolute links, a ``<source url>`` per item."""
+    from newsflow.connectors.files import iter_archive
+    from newsflow.wire.codec import decode_raw
+
+    n = 0
+    for line in iter_archive(shared_dir / DAY):
+        p = decode_raw(line)
+        if p.feed_id != "straits-times" or not p.body:
+            continue
+        assert b"xml:base" in p.body and b"<source " in p.body
+        assert fast_parse(p.body) is not None
+        same(p)
+        n += 1
+    assert n >= 8
+
+
+def _based(root_attrs: str, item_xml: str) -> bytes:
+    return (f'<?xml version="1.0" encoding="UTF-8"?><rss version="2.0" {root_attrs}><channel><title>T</title>'
+            f"<link>https://ex.org/</link><item>{item_xml}</item></channel></rss>").encode()
+
+
+ITEM = ("<title>Headline</title><link>http://ex.org/a</link><guid>http://ex.org/a</guid>"
+        '<description>Body &lt;a href="mailto:x@ex.org"&gt;x&lt;/a&gt;</description>')
+BASE = 'xml:base="https://www.ex.org/"'
+
+
+@pytest.mark.parametrize(("body", "fast"), [
+    (_based(BASE, ITEM), True),  # every URI absolute: the base changes nothing
+    (_based(BASE, ITEM.replace("http://ex.org/a</link>", "/a</link>")), False),  # a relative link
+    (_based(BASE, ITEM + '<enclosure url="img/a.jpg" type="image/jpeg" length="1"/>'), False),
+    (_based(BASE, ITEM.replace("http://ex.org/a</link>", "http://ex.org/a?</link>")), False),  # urljoin drops "?"
+    (_based("", '<description xml:base="https://b.org/">x</description>' + ITEM[:-len("</description>")]), False),
+    (_based("", ITEM + '<source url="https://ex.org/rss">Ex</source>'), True),  # only fills `source`
+    (_based("", ITEM + '<source url="https://ex.org/rss">Ex</source><title>Later</title>'), False),
+    (_based(BASE, ITEM + '<source url="https://ex.org/rss">Ex</source>'), True),
+])
+def test_xml_base_and_source_on_the_fast_path_only_where_inert(body: bytes, fast: bool) -> None:
+    assert (fast_parse(body) is not None) is fast
+    same(RawPayload("f", "https://feeds.ex.org/rss.xml", 1_700_000_000_000, 200, body))
+
+
 def _rss(item_xml: str, ns: str = "") -> bytes:
     return (f'<?xml version="1.0" encoding="UTF-8"?><rss version="2.0" {ns}><channel><title>T</title>'
             f"<item><title>Headline</title><link>https://ex.org/a?x=1&amp;y=2</link>"
@@ -177,7 +220,8 @@ OWN = 'xmlns:sem="https://publisher.example/schema/sem"'
     ('<media:content url="https://ex.org/i.jpg"><media:title>replaces the title</media:title></media:content>',
      MRSS, False),
     ("<media:group><media:title>replaces the title</media:title></media:group>", MRSS, False),
-    ("<source url='https://ex.org'>Other</source>", "", False),  # has a feedparser handler
+    ("<source url='https://ex.org'>Other</source>", "", True),  # fills only `source`
+    ("<source url='https://ex.org'><b>Other</b></source>", "", False),  # markup in it
     ("<guid>https://ex.org/a?x=1&amp;amp;y=2</guid>", "", False),  # feedparser unescapes it again
 ])
 def test_inert_elements_take_the_fast_path_and_others_fall_back(item_xml: str, ns: str, fast: bool) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from typing import Any
+from urllib.parse import urlparse, urlunparse
 
 from newsflow.feeds.xml import declared_encoding, split_bom
 
@@ -28,6 +29,7 @@ RSS1 = "{http://purl.org/rss/1.0/}"
 RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}"
 DC = "{http://purl.org/dc/elements/1.1/}"
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+XML_BASE = "{http://www.w3.org/XML/1998/namespace}base"
 CONTENT = "{http://purl.org/rss/1.0/modules/content/}"
 MEDIA = "{http://search.yahoo.com/mrss/}"
 SY = "{http://purl.org/rss/1.0/modules/syndication/}"
@@ -173,7 +175,7 @@ def _only(el: ET.Element, allowed: frozenset[str], names: _Names, extra: frozens
 #: a tag or an entity reference: text feedparser may take for HTML
 _HTMLISH = re.compile(r"</?[A-Za-z]|&#?\w+;")
 #: an RSS item's elements that ``_item_extras`` checks, then the fast path skips
-ITEM_EXTRAS = frozenset({MEDIA_DESCRIPTION, f"{ATOM}link"})
+ITEM_EXTRAS = frozenset({MEDIA_DESCRIPTION, f"{ATOM}link", "source"})
 
 
 def _item_extras(item: ET.Element) -> None:
@@ -188,13 +190,22 @@ def _item_extras(item: ET.Element) -> None:
       entity reference (feedparser may type it ``text/html``).
     * an ``atom:link`` with an ``href`` and a ``rel`` other than alternate / enclosure only adds
       to ``links``, which normalize reads for alternate links alone.
+    * a text-only ``<source url="...">`` (the feed an item came from) only fills ``source``,
+      which normalize does not read; but feedparser forgets after it which title came first
+      (``title_depth``), so an item with a ``<title>`` after its source is left to it.
     """
     caps: list[int] = []
     desc_at = enc_ok = -1
-    enc_empty = False
+    enc_empty = in_source = False
     for i, el in enumerate(item.iter()):
         tag = el.tag
-        if tag == MEDIA_DESCRIPTION:
+        if tag == "source":
+            if len(el):
+                raise _Unsupported
+            in_source = True
+        elif tag == "title" and in_source:
+            raise _Unsupported
+        elif tag == MEDIA_DESCRIPTION:
             t = el.text or ""
             if _HTMLISH.search(t) or len(el):  # feedparser's lookslikehtml may say yes
                 raise _Unsupported
@@ -520,6 +531,41 @@ def _media_alias(root: ET.Element, names: _Names) -> None:
                 el.tag = MEDIA + tag[len(ns):]
 
 
+#: a URI with a scheme ("https:", "mailto:"): what a base cannot change
+_ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+#: elements whose text feedparser resolves against the base (``can_be_relative_uri``), and
+#: attributes holding a URI
+_URI_TEXT = frozenset({"link", "guid", "comments", "docs", "url", f"{ATOM}id", f"{ATOM}icon", f"{ATOM}logo"})
+_URI_ATTRS = ("url", "href")
+
+
+def _base_inert(root: ET.Element) -> bool:
+    """An ``xml:base`` on the root element alone, in a document whose every URI is absolute:
+    feedparser resolves links against it (``resolve_uri``), which changes no absolute URI; with
+    ``resolve_relative_uris=False`` it rewrites no markup. Normalize makes relative URIs absolute
+    against the feed's own URL, so a document with any relative URI is left to feedparser
+    (Straits Times: ``xml:base`` on ``<rss>``, absolute links)."""
+    if XML_BASE not in root.attrib:
+        return False
+    for el in root.iter():
+        if el is not root and XML_BASE in el.attrib:
+            return False
+        t = (el.text or "").strip()
+        if t and el.tag in _URI_TEXT and not _absolute(t):
+            return False
+        for a in _URI_ATTRS:
+            v = el.get(a)
+            if v is not None and not _absolute(v):
+                return False
+    return True
+
+
+def _absolute(u: str) -> bool:
+    """A URI with a scheme that ``urljoin`` gives back unchanged against any base (it
+    re-assembles a URI of the base's scheme: "http://x/a?" would lose its "?")."""
+    return bool(_ABSOLUTE.match(u)) and urlunparse(urlparse(u)) == u
+
+
 #: ``<rss version>`` values the 2.0 reader takes, named as feedparser names them
 #: (``_start_rss``): feedparser reads 0.91-0.94 as 2.0 and only the name differs (a Netscape
 #: 0.91 is told by its DOCTYPE, which the fast path leaves to feedparser)
@@ -534,10 +580,12 @@ def fast_parse(body: bytes) -> tuple[str, dict[str, Any], list[dict[str, Any]]] 
     enc = declared_encoding(head)
     if enc is not None and enc.lower() not in _FAST_ENCODINGS:
         return None
-    if split_bom(head)[0] in ("utf-16-le", "utf-16-be") or b"xml:base" in body or _DOUBLE_UTF8.search(body):
+    if split_bom(head)[0] in ("utf-16-le", "utf-16-be") or _DOUBLE_UTF8.search(body):
         return None
     try:
         root = ET.fromstring(body)
+        if b"xml:base" in body and not _base_inert(root):
+            return None
         if root.tag == "rss":
             version = _RSS_VERSIONS.get(root.get("version") or "")
             if version is None:
