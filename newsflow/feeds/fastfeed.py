@@ -186,8 +186,10 @@ def _item_extras(item: ET.Element) -> None:
       when a summary came first and no content did (``_start_description``); normalize's body is
       then the item's content:encoded or its own description (``extract_body``). So captions are
       skipped when the item has a non-empty content:encoded (and no empty one), or when one
-      caption follows a non-empty ``<description>``; never when a caption holds a tag or an
-      entity reference (feedparser may type it ``text/html``).
+      caption follows a non-empty ``<description>``. A caption that holds a tag or an entity
+      reference (feedparser may type it ``text/html``) is skipped only in the second case, with
+      no content:encoded and no other description: normalize drops such content as a caption
+      on feedparser's path too (``caption_contents``).
     * an ``atom:link`` with an ``href`` and a ``rel`` other than alternate / enclosure only adds
       to ``links``, which normalize reads for alternate links alone.
     * a text-only ``<source url="...">`` (the feed an item came from) only fills ``source``,
@@ -196,7 +198,8 @@ def _item_extras(item: ET.Element) -> None:
     """
     caps: list[int] = []
     desc_at = enc_ok = -1
-    enc_empty = in_source = False
+    descs = 0
+    enc_empty = in_source = htmlish = False
     for i, el in enumerate(item.iter()):
         tag = el.tag
         if tag == "source":
@@ -206,12 +209,14 @@ def _item_extras(item: ET.Element) -> None:
         elif tag == "title" and in_source:
             raise _Unsupported
         elif tag == MEDIA_DESCRIPTION:
-            t = el.text or ""
-            if _HTMLISH.search(t) or len(el):  # feedparser's lookslikehtml may say yes
+            if len(el):
                 raise _Unsupported
+            htmlish = htmlish or bool(_HTMLISH.search(el.text or ""))  # lookslikehtml may say yes
             caps.append(i)
-        elif tag == "description" and desc_at < 0 and (el.text or "").strip() and not len(el):
-            desc_at = i
+        elif tag == "description":
+            descs += 1
+            if desc_at < 0 and (el.text or "").strip() and not len(el):
+                desc_at = i
         elif tag == f"{CONTENT}encoded":
             if (el.text or "").strip():
                 enc_ok = i
@@ -221,7 +226,10 @@ def _item_extras(item: ET.Element) -> None:
             rel = (el.get("rel") or "").strip().lower()
             if not el.get("href") or rel in ("", "alternate", "enclosure") or len(el):
                 raise _Unsupported
-    if caps and (enc_empty or (enc_ok < 0 and not (len(caps) == 1 and 0 <= desc_at < caps[0]))):
+    one = len(caps) == 1 and 0 <= desc_at < caps[0]
+    if caps and (enc_empty or (enc_ok < 0 and not one)):
+        raise _Unsupported
+    if htmlish and not (one and enc_ok < 0 and descs == 1):
         raise _Unsupported
 
 
@@ -564,6 +572,39 @@ def _absolute(u: str) -> bool:
     """A URI with a scheme that ``urljoin`` gives back unchanged against any base (it
     re-assembles a URI of the base's scheme: "http://x/a?" would lose its "?")."""
     return bool(_ABSOLUTE.match(u)) and urlunparse(urlparse(u)) == u
+
+
+def caption_contents(body: bytes) -> list[bool] | None:
+    """Per RSS item, in document order: whether the ``content`` feedparser files for it is a
+    photo caption. feedparser files a ``<media:description>`` that follows the item's
+    ``<description>`` as content (``_start_description``), typed ``text/html`` when it holds an
+    entity reference (NYT: "Guant&amp;aacute;namo"), and normalize took that caption for the
+    body. True when the item's description-like elements are one ``<description>`` then one
+    caption, and it has no element feedparser files as content itself (content:encoded,
+    fullitem, body, content). A second caption would replace the summary: such items are left
+    as they are. ``None`` when ElementTree cannot read the document."""
+    try:
+        root = ET.fromstring(body)
+        _media_alias(root, _Names(body))  # feedparser's Media RSS is any namespace named "media"
+    except (ET.ParseError, ValueError, _Unsupported):
+        return None
+    out = []
+    for item in root.iter():
+        if not isinstance(item.tag, str) or item.tag.rpartition("}")[2] != "item":
+            continue
+        seq: list[str] = []
+        real = False
+        for el in item.iter():
+            tag = el.tag
+            if not isinstance(tag, str) or el is item:
+                continue
+            local = tag.rpartition("}")[2]
+            if local in ("encoded", "fullitem", "body") or (local == "content" and not tag.startswith(MEDIA)):
+                real = True
+            elif local in ("description", "summary", "abstract"):
+                seq.append(tag)
+        out.append(not real and seq == ["description", MEDIA_DESCRIPTION])
+    return out
 
 
 #: ``<rss version>`` values the 2.0 reader takes, named as feedparser names them

@@ -18,7 +18,7 @@ import orjson
 
 from newsflow.core.hashing import bytes_id, fingerprint, stable_id
 from newsflow.core.timeutil import ms_to_iso
-from newsflow.feeds.fastfeed import fast_parse
+from newsflow.feeds.fastfeed import caption_contents, fast_parse
 from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
 from newsflow.feeds.urls import absolutize, canonicalize_url, registrable_domain
 from newsflow.feeds.xml import needs_byte_repair, repair_xml_bytes
@@ -556,6 +556,12 @@ def _normalize_payload(payload: RawPayload, settings: NormalizeConfig, items: _I
             exc = d.get("bozo_exception")
             res.bozo = f"{type(exc).__name__}: {exc}"[:300] if exc else "bozo"
         feed, entries = d.feed, d.entries
+        if fmt.startswith("rss") and any("content" in e for e in entries):
+            caps = caption_contents(body)
+            if caps is not None and len(caps) == len(entries):
+                for entry, cap in zip(entries, caps, strict=True):
+                    if cap and "content" in entry:
+                        del entry["content"]  # a photo caption, never the body (caption_contents)
     if not fmt and not entries:
         if looks_like_html_page(body):
             res.status, reason, detail = HealthStatus.HTML_INSTEAD_OF_FEED, "html_instead_of_feed", "body is an HTML page, not a feed"
