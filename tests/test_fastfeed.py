@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -81,20 +82,25 @@ def test_real_namespaced_feeds_take_the_fast_path_with_identical_articles(shared
 DAY = "data/real-feeds/headlines-24feeds_2020-05-03_06.feeds.raw.jsonl.gz"
 
 
+def _day_polls(shared_dir: Path, *feeds: str) -> Iterator[RawPayload]:
+    """The labelled day's polls of ``feeds`` that have a body, in archive order."""
+    from newsflow.connectors.files import iter_archive
+    from newsflow.wire.codec import decode_raw
+
+    for line in iter_archive(shared_dir / DAY):
+        p = decode_raw(line)
+        if p.feed_id in feeds and p.body:
+            yield p
+
+
 @pytest.mark.corpus
 def test_captioned_real_feeds_take_the_fast_path_with_identical_articles(shared_dir: Path) -> None:
     """The Daily Mail (its Media RSS namespace written ``//search.yahoo.com/mrss/``, an empty
     caption per item) and the NYT (a caption after each description, ``atom:link
     rel="standout"``) as served on the labelled day: the same articles as feedparser's path."""
-    from newsflow.connectors.files import iter_archive
-    from newsflow.wire.codec import decode_raw
-
     fast: dict[str, int] = {}
     total: dict[str, int] = {}
-    for line in iter_archive(shared_dir / DAY):
-        p = decode_raw(line)
-        if p.feed_id not in ("daily-mail", "nyt-u-s") or not p.body:
-            continue
+    for p in _day_polls(shared_dir, "daily-mail", "nyt-u-s"):
         total[p.feed_id] = total.get(p.feed_id, 0) + 1
         if fast_parse(p.body) is not None:
             fast[p.feed_id] = fast.get(p.feed_id, 0) + 1
@@ -108,13 +114,9 @@ def test_captioned_real_feeds_take_the_fast_path_with_identical_articles(shared_
 def test_a_caption_with_an_entity_is_not_the_body_on_either_path(shared_dir: Path) -> None:
     """NYT's caption "A prisoner at Guant&aacute;namo Bay&rsquo;s Camp 6..." follows the item's
     description; feedparser types it text/html content, and it used to become the body."""
-    from newsflow.connectors.files import iter_archive
-    from newsflow.wire.codec import decode_raw
-
     bodies = set()
-    for line in iter_archive(shared_dir / DAY):
-        p = decode_raw(line)
-        if p.feed_id != "nyt-u-s" or b"Guant&amp;aacute;namo" not in (p.body or b""):
+    for p in _day_polls(shared_dir, "nyt-u-s"):
+        if b"Guant&amp;aacute;namo" not in p.body:
             continue
         for arts in (normalize_payload(p).articles, normalize_payload(p, SLOW).articles):
             bodies |= {a.body_text[:40] for a in arts if a.title.startswith("9/11 Prisoners May Get Video")}
@@ -141,14 +143,8 @@ def test_an_rss_092_real_feed_takes_the_fast_path_with_identical_articles(shared
     """The Daily Telegraph (Sydney) serves RSS 0.92 with undated items on the labelled day."""
     import feedparser
 
-    from newsflow.connectors.files import iter_archive
-    from newsflow.wire.codec import decode_raw
-
     n = 0
-    for line in iter_archive(shared_dir / DAY):
-        p = decode_raw(line)
-        if p.feed_id != "daily-telegraph" or not p.body:
-            continue
+    for p in _day_polls(shared_dir, "daily-telegraph"):
         got = fast_parse(p.body)
         assert got is not None and got[0] == feedparser.parse(p.body).version == "rss092"
         same(p)
@@ -159,14 +155,8 @@ def test_an_rss_092_real_feed_takes_the_fast_path_with_identical_articles(shared
 @pytest.mark.corpus
 def test_straits_times_xml_base_and_source_take_the_fast_path_with_identical_articles(shared_dir: Path) -> None:
     """The Straits Times: ``xml:base`` on ``<rss>``, absolute links, a ``<source url>`` per item."""
-    from newsflow.connectors.files import iter_archive
-    from newsflow.wire.codec import decode_raw
-
     n = 0
-    for line in iter_archive(shared_dir / DAY):
-        p = decode_raw(line)
-        if p.feed_id != "straits-times" or not p.body:
-            continue
+    for p in _day_polls(shared_dir, "straits-times"):
         assert b"xml:base" in p.body and b"<source " in p.body
         assert fast_parse(p.body) is not None
         same(p)
