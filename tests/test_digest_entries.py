@@ -180,3 +180,33 @@ def test_coverage_expire_skips_only_calls_that_change_nothing():
         object.__delattr__(old, k)
     again = pickle.loads(pickle.dumps(old))
     assert again._dirty and again._horizon is None
+
+
+def test_coverage_expire_by_hour_buckets_equals_a_full_scan():
+    """``expire`` reads only the hour buckets below its horizon: random adds (late ones, stories
+    that come back after expiring), horizons on and off the hour, and a resume from a snapshot
+    without buckets drop exactly the stories a scan of every story drops."""
+    rnd = random.Random(11)
+    cov = StoryCoverage()
+    last: dict[str, int] = {}  # the reference: each story's last fetch time
+    hour = 3_600_000
+    now = 500 * hour
+    for step in range(5000):
+        if rnd.random() < 0.75:
+            now += rnd.randrange(0, 15 * 60_000)
+            t = now - (rnd.randrange(0, 100) * hour if rnd.random() < 0.05 else 0)
+            sid = f"s{rnd.randrange(80)}"
+            cov.add({"story_id": sid, "fetched_ms": t, "publisher": f"P{rnd.randrange(5)}", "feed_id": "f"})
+            last[sid] = max(last.get(sid, 0), t)
+        else:
+            horizon = now - 24 * hour - (0 if rnd.random() < 0.5 else rnd.randrange(hour))
+            dead = [s for s, t in last.items() if t < horizon]
+            for s in dead:
+                del last[s]
+            assert cov.expire(horizon) == len(dead), step
+            assert cov.stories.keys() == last.keys(), step
+            assert all(cov.stories[s].last_ms == t for s, t in last.items())
+        if step == 2500:  # resumed from a snapshot taken before the buckets existed
+            object.__delattr__(cov, "_hours")
+            cov = pickle.loads(pickle.dumps(cov))
+    assert 20 < len(last) < 80

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from newsflow.core.timeutil import iso_to_ms
+from newsflow.core.timeutil import HOUR_MS, iso_to_ms
 from newsflow.feeds.tiers import BUILTIN_TIERS
 
 
@@ -56,16 +56,25 @@ class StoryCoverage:
     _horizon: int | None = field(default=None, repr=False, compare=False)
     _low: int = field(default=-(1 << 62), repr=False, compare=False)
     _dirty: bool = field(default=True, repr=False, compare=False)
+    #: hour of ``last_ms`` -> the stories whose ``last_ms`` moved into that hour (a story is in
+    #: the bucket of its current hour, and maybe stale in earlier ones): :meth:`expire` reads
+    #: only the buckets below its horizon, not every story
+    _hours: dict[int, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def __setstate__(self, state: Any) -> None:  # snapshots from before late merges lack them
         for k, v in (state[1] if isinstance(state, tuple) else state).items():
             object.__setattr__(self, k, v)
         for k, default in (("merged", {}), ("_into", None), ("_horizon", None), ("_low", -(1 << 62)),
-                           ("_dirty", True)):
+                           ("_dirty", True), ("_hours", None)):
             try:
                 getattr(self, k)
             except AttributeError:
                 object.__setattr__(self, k, default)
+        if self._hours is None:  # a snapshot from before the hour buckets
+            hours: dict[int, list[str]] = {}
+            for sid, st in self.stories.items():
+                hours.setdefault(st.last_ms // HOUR_MS, []).append(sid)
+            object.__setattr__(self, "_hours", hours)
 
     def merge(self, gone: str, into: str, at_ms: int) -> None:
         """Story ``gone`` joined ``into`` at ``at_ms``: as of any later time, ``into``'s
@@ -99,10 +108,14 @@ class StoryCoverage:
             return
         st = self.stories.get(sid)
         if st is None:
-            st = self.stories[sid] = _Story()
+            st = self.stories[sid] = _Story(last_ms=t)
+            self._hours.setdefault(t // HOUR_MS, []).append(sid)
             if t < self._low:
                 self._low = t
-        st.last_ms = max(st.last_ms, t)
+        elif t > st.last_ms:
+            if t // HOUR_MS != st.last_ms // HOUR_MS:
+                self._hours.setdefault(t // HOUR_MS, []).append(sid)
+            st.last_ms = t
         if "seen_families" in rec:  # looked up once upstream (the flow's digest view)
             pub, fams = rec.get("family"), rec["seen_families"]
         else:
@@ -200,9 +213,21 @@ class StoryCoverage:
         if horizon_ms == self._horizon and self._low >= horizon_ms and not self._dirty:
             return 0
         self._horizon, self._dirty = horizon_ms, False
-        dead = [k for k, st in self.stories.items() if st.last_ms < horizon_ms]
-        for k in dead:
-            del self.stories[k]
+        dead = 0
+        top = horizon_ms // HOUR_MS  # buckets below it lie wholly before the horizon, its own partly
+        for h in sorted(h for h in self._hours if h <= top):
+            keep = []
+            for sid in self._hours.pop(h):
+                st = self.stories.get(sid)
+                if st is None or st.last_ms // HOUR_MS != h:
+                    continue  # gone, or moved on to a later hour's bucket
+                if st.last_ms < horizon_ms:
+                    del self.stories[sid]
+                    dead += 1
+                else:
+                    keep.append(sid)
+            if keep:
+                self._hours[h] = keep
         for k in [k for k, lst in self.merged.items() if all(at < horizon_ms for at, _ in lst)
                   and k not in self.stories]:
             del self.merged[k]
@@ -211,8 +236,8 @@ class StoryCoverage:
             old = sum(1 for t, _ in hist if t < horizon_ms)
             if old > 1:
                 del hist[: old - 1]
-        self._low = min((st.last_ms for st in self.stories.values()), default=1 << 62)
-        return len(dead)
+        self._low = min(self._hours) * HOUR_MS if self._hours else 1 << 62  # a lower bound
+        return dead
 
     def __len__(self) -> int:
         return len(self.stories)
