@@ -198,7 +198,6 @@ def _item_extras(item: ET.Element) -> None:
     """
     caps: list[int] = []
     desc_at = enc_ok = -1
-    descs = 0
     enc_empty = in_source = htmlish = False
     for i, el in enumerate(item.iter()):
         tag = el.tag
@@ -213,10 +212,8 @@ def _item_extras(item: ET.Element) -> None:
                 raise _Unsupported
             htmlish = htmlish or bool(_HTMLISH.search(el.text or ""))  # lookslikehtml may say yes
             caps.append(i)
-        elif tag == "description":
-            descs += 1
-            if desc_at < 0 and (el.text or "").strip() and not len(el):
-                desc_at = i
+        elif tag == "description" and desc_at < 0 and (el.text or "").strip() and not len(el):
+            desc_at = i
         elif tag == f"{CONTENT}encoded":
             if (el.text or "").strip():
                 enc_ok = i
@@ -229,7 +226,7 @@ def _item_extras(item: ET.Element) -> None:
     one = len(caps) == 1 and 0 <= desc_at < caps[0]
     if caps and (enc_empty or (enc_ok < 0 and not one)):
         raise _Unsupported
-    if htmlish and not (one and enc_ok < 0 and descs == 1):
+    if htmlish and not (one and _caption_item(item)):  # what normalize drops on feedparser's path
         raise _Unsupported
 
 
@@ -588,23 +585,23 @@ def caption_contents(body: bytes) -> list[bool] | None:
         _media_alias(root, _Names(body))  # feedparser's Media RSS is any namespace named "media"
     except (ET.ParseError, ValueError, _Unsupported):
         return None
-    out = []
-    for item in root.iter():
-        if not isinstance(item.tag, str) or item.tag.rpartition("}")[2] != "item":
+    return [_caption_item(item) for item in root.iter()
+            if isinstance(item.tag, str) and item.tag.rpartition("}")[2] == "item"]
+
+
+def _caption_item(item: ET.Element) -> bool:
+    """:func:`caption_contents` for one item (its Media RSS tags already named ``MEDIA``)."""
+    seq: list[str] = []
+    for el in item.iter():
+        tag = el.tag
+        if not isinstance(tag, str) or el is item:
             continue
-        seq: list[str] = []
-        real = False
-        for el in item.iter():
-            tag = el.tag
-            if not isinstance(tag, str) or el is item:
-                continue
-            local = tag.rpartition("}")[2]
-            if local in ("encoded", "fullitem", "body") or (local == "content" and not tag.startswith(MEDIA)):
-                real = True
-            elif local in ("description", "summary", "abstract"):
-                seq.append(tag)
-        out.append(not real and seq == ["description", MEDIA_DESCRIPTION])
-    return out
+        local = tag.rpartition("}")[2]
+        if local in ("encoded", "fullitem", "body") or (local == "content" and not tag.startswith(MEDIA)):
+            return False  # content of its own
+        if local in ("description", "summary", "abstract"):
+            seq.append(tag)
+    return seq == ["description", MEDIA_DESCRIPTION]
 
 
 #: ``<rss version>`` values the 2.0 reader takes, named as feedparser names them
