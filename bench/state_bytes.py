@@ -1,6 +1,6 @@
 """State bytes per article in the window, per step, from the flow's own snapshots (issue 11 item 7).
 
-    python bench/state_bytes.py ARCHIVE [--out DIR] [--recovery DIR]
+    python bench/state_bytes.py ARCHIVE [--until ISO] [--out DIR] [--recovery DIR]
 
 Replays ARCHIVE with ``newsflow demo --recovery-dir`` (the snapshots Bytewax keeps for a resume:
 what a crash would restore, pickled), then reads the recovery store: for each step, the size of
@@ -10,12 +10,17 @@ window for parse and dedup, within the stories' window for stories, within a wee
 steps, whose longest window is the weekly roundup) and all steps' bytes by the articles of the
 longest window. Pickled bytes: what recovery writes and a restarted process reads back; in
 memory a Python object takes more (``bench/story_state_bytes.py`` traces the story assigner's).
+
+``--until ISO`` replays only the polls fetched before that instant, so the state can be read at
+a chosen phase of the windows: e.g. just before a weekly roundup closes, when its step holds a
+whole week.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import sqlite3
 import subprocess
 import sys
@@ -51,10 +56,19 @@ def main() -> None:
     ap.add_argument("archive")
     ap.add_argument("--out")
     ap.add_argument("--recovery")
+    ap.add_argument("--until", help="replay only the polls fetched before this ISO instant")
     a = ap.parse_args()
     out = Path(a.out or tempfile.mkdtemp(prefix="state-out-"))
     rec = Path(a.recovery or tempfile.mkdtemp(prefix="state-rec-"))
-    subprocess.run([sys.executable, "-m", "newsflow.cli.main", "demo", "--input", a.archive, "--out", str(out),
+    archive = a.archive
+    if a.until:
+        until = iso_to_ms(a.until)
+        archive = str(Path(tempfile.mkdtemp(prefix="state-in-")) / "until.feeds.raw.jsonl.gz")
+        with gzip.open(a.archive, "rb") as src, gzip.open(archive, "wb", compresslevel=1) as dst:
+            for line in src:
+                if line.strip() and iso_to_ms(orjson.loads(line)["fetched_at"]) < until:
+                    dst.write(line)
+    subprocess.run([sys.executable, "-m", "newsflow.cli.main", "demo", "--input", archive, "--out", str(out),
                     "--recovery-dir", str(rec)], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
     by_step = snapshot_bytes(rec)
     fetched = sorted(iso_to_ms(orjson.loads(x)["fetched_at"]) for x in (out / "articles.jsonl").open("rb"))
@@ -76,7 +90,7 @@ def main() -> None:
         rows.append({"step": step, "bytes": n, "window_hours": w / HOUR_MS, "articles_in_window": k,
                      "bytes_per_article": round(n / max(k, 1))})
     total = sum(by_step.values())
-    print(orjson.dumps({"archive": a.archive, "article_records": len(fetched), "steps": rows,
+    print(orjson.dumps({"archive": a.archive, "until": a.until, "article_records": len(fetched), "steps": rows,
                         "all_steps_bytes": total, "articles_in_longest_window": live(week),
                         "all_steps_bytes_per_article": round(total / max(live(week), 1))},
                        option=orjson.OPT_INDENT_2).decode())

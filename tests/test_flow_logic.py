@@ -19,7 +19,7 @@ from bytewax.testing import TestingSink, TestingSource, run_main
 from newsflow.config import DedupSettings, Settings, StorySettings
 from newsflow.core.alignment import END
 from newsflow.core.snapshot import SnapshotFormatError, make_snapshot, restore
-from newsflow.core.timeutil import iso_to_ms
+from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.feeds.normalize import normalize_payload
 from newsflow.flows.pipeline import (
     STEP_DEDUP,
@@ -232,6 +232,38 @@ def test_digests_logic_closes_windows_on_the_minimum_shard_watermark() -> None:
         validate("digests", d)
 
 
+def test_digest_steps_keep_only_the_records_of_windows_still_open() -> None:
+    """A digest step drops a record once no window of its type that is still open can hold it
+    (the earliest start of the windows containing the watermark), not a whole extra day later:
+    every closed window still counts each of its records, and the step never holds more hours
+    than its longest window spans."""
+    [(t0, a)] = demo_articles(1)[:1]
+    stories = StoriesLogic(SETTINGS, None, False)
+    dedup = DedupLogic(SETTINGS, None, False)
+    stories.on_item(Deduped("0000:000000000001:00000", a, dedup.shard.process(a)))
+    out = [m for tk in _ticks(t0) for m in stories.on_item(tk)[0]]
+    [rec] = [m.record for m in out if isinstance(m, ScoredArticle)]
+    start = t0 // HOUR * HOUR
+    fetched = [start + i * 3 * HOUR + 17 * 60_000 for i in range(8 * 17)]  # 17 days, every 3 h
+    settings = Settings(dedup=DedupSettings(shards=2), stories=StorySettings(shards=1))
+    for dtype, span_hours in (("weekly_roundup", 7 * 24 + 1), ("morning_brief", 25), ("rolling", 1)):
+        logic = DigestsLogic(settings, None, False, types=frozenset({dtype}))
+        logic.on_item(FromShard("st00", ShardWatermark(start - HOUR)))
+        finals = []
+        for i, f in enumerate(fetched):
+            r = {**rec, "article_id": f"a{i:05d}", "key": f"a{i:05d}", "fetched_at": ms_to_iso(f),
+                 "title": f"{rec['title']} {i}"}
+            logic.on_item(FromShard("st00", ScoredArticle(r)))
+            got, _ = logic.on_item(FromShard("st00", ShardWatermark(f + HOUR)))
+            finals += [orjson.loads(o.value) for o in got]
+            held = [h for h, recs in logic.buckets.items() if recs] or [0]
+            assert max(held) - min(held) + 1 <= span_hours, (dtype, i)
+        assert finals, dtype
+        for d in finals:
+            lo, hi = iso_to_ms(d["window_start"]), iso_to_ms(d["window_end"])
+            assert d["article_count"] == sum(lo <= f < hi for f in fetched), (dtype, d["digest_id"])
+
+
 def test_digests_logic_counts_articles_late_for_a_closed_window() -> None:
     """metrics.LATE counts an article whose fetch time falls in a window already emitted."""
     from prometheus_client import REGISTRY
@@ -272,6 +304,25 @@ def test_snapshots_resume_identically() -> None:
     out_a = [*a.on_item(t1)[0], *a.on_item(t2)[0]]
     out_b = [*b.on_item(t1)[0], *b.on_item(t2)[0]]
     assert out_a == out_b and any(isinstance(m, ScoredArticle) for m in out_a)
+
+
+def test_parse_snapshots_leave_out_the_repoll_cache_and_resume_identically() -> None:
+    """The re-poll memory (each feed's last payload, normalized) is a cache: a snapshot does not
+    carry it, and a parse step resumed from that snapshot emits what one that kept it emits."""
+    polls = [replace(p, fetched_at_ms=p.fetched_at_ms + k * 10 * 60_000) for k in range(3)
+             for p in demo_payloads()[:4]]
+    a = ParseLogic(SETTINGS, None, True)
+    for i, p in enumerate(polls[:4]):
+        a._item(f"0000:{i:012d}", encode_raw(p)[1])
+    assert a.repolls.feeds
+    snap = a.snapshot()
+    assert "repolls" not in restore(STEP_PARSE, snap)
+    b = ParseLogic(SETTINGS, snap, True)
+    assert not b.repolls.feeds
+    for i, p in enumerate(polls[4:], start=4):
+        raw = encode_raw(p)[1]
+        assert a._item(f"0000:{i:012d}", raw) == b._item(f"0000:{i:012d}", raw)
+    assert a.repolls.payload_hits == 8 and b.repolls.payload_hits == 4  # b parsed each feed once
 
 
 def test_old_positional_snapshots_are_refused_with_a_clear_message() -> None:

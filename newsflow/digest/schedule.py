@@ -164,10 +164,13 @@ class DigestSchedule:
         wins = [w for _, _, w in out]
         return wins[-limit:] if limit is not None else wins
 
-    def windows_containing(self, t_ms: int) -> list[DigestWindow]:
-        """Every window (one per type; several for sliding rolling windows) containing ``t``."""
+    def windows_containing(self, t_ms: int, types: Collection[str] | None = None) -> list[DigestWindow]:
+        """Every window (one per type; several for sliding rolling windows) containing ``t``, of
+        the named ``types`` (None: all)."""
         out = []
         for dt in self.types:
+            if types is not None and dt.name not in types:
+                continue
             if dt.kind == "rolling":
                 every = dt.every_minutes * MINUTE_MS
                 e = (t_ms // every + 1) * every

@@ -160,7 +160,8 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         self.bucket: int = st.get("bucket", -1)
         #: the last payload rejected for a clock jump (``newsflow.core.eventclock``)
         self.candidate: JumpCandidate | None = st.get("clock_candidate")
-        #: each feed's last payload, so re-polls skip parsing / normalization (same output)
+        #: each feed's last payload, so re-polls skip parsing / normalization (same output); a
+        #: cache, not in snapshots: after a resume each feed's first payload is parsed again
         self.repolls: RepollMemory = st.get("repolls") or RepollMemory()
         #: up to two feed ids seen on this partition (one: a gap is confirmed by that feed)
         self.feeds: list[str] = st.get("feeds", [])
@@ -289,7 +290,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
 
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_PARSE, {"watermark": self.wm, "bucket": self.bucket,
-                                          "clock_candidate": self.candidate, "repolls": self.repolls,
+                                          "clock_candidate": self.candidate,
                                           "feeds": self.feeds, "polls": self.polls},
                              freeze=self.recovery)
 
@@ -658,7 +659,11 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
         # profiles' digests still to assemble keep their records
         clocks = [self.profile_clock.get(n, -1) for n in self.profile_types]
         low = min([self.wm, *clocks])
-        horizon = (low - self.schedule.retention_ms(self.types)) // HOUR  # this step's types' windows
+        if self.profile_types:  # (closed windows may wait for a profile's weights: a margin)
+            horizon = (low - self.schedule.retention_ms(self.types)) // HOUR
+        else:  # the earliest start of this step's windows still open: nothing before it is read
+            horizon = min((w.start_ms for w in self.schedule.windows_containing(low, self.types)),
+                          default=low) // HOUR
         for store in (self.buckets, self.health):
             for h in [h for h in store if h < horizon]:
                 del store[h]
