@@ -120,6 +120,33 @@ def test_bad_envelopes_do_not_stop_the_flow(tmp_path: Path, demo_archive: Path) 
     assert out["articles"]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_truncated_archive_keeps_what_was_read_and_dead_letters_the_break(
+        tmp_path: Path, demo_archive: Path, workers: int) -> None:
+    """A cut-off ``.gz`` (an interrupted download) stopped the flow with a panic and wrote
+    nothing. Now the lines before the break are read, the break is one dead letter (which file,
+    after which line, what broke), and the archive's next file is read as usual."""
+    import gzip
+
+    lines = demo_archive.read_bytes().splitlines()
+    half = len(lines) // 2
+    d = tmp_path / "archive"
+    d.mkdir()
+    whole = gzip.compress(b"\n".join(lines[:half]) + b"\n")
+    (d / "a.jsonl.gz").write_bytes(whole[: len(whole) * 2 // 3])
+    (d / "b.jsonl").write_bytes(b"\n".join(lines[half:]) + b"\n")
+    out = run(d, tmp_path / "out", workers=workers)
+    dls = [orjson.loads(x) for x in out["deadletter"]]
+    [cut] = [x for x in dls if x["reason"] == "unreadable_archive"]
+    validate("deadletter", cut)
+    assert cut["stage"] == "envelope" and cut["detail"].startswith("a.jsonl.gz: unreadable after line ")
+    read = int(cut["detail"].split("after line ")[1].split(":")[0])
+    assert 0 < read < half
+    fed = {orjson.loads(x)["feed_id"] for x in out["feed-health"]} | {"__tick__"}  # (heartbeats: no record)
+    assert {orjson.loads(x)["feed_id"] for x in lines[:read]} <= fed  # the lines before the break
+    assert {orjson.loads(x)["feed_id"] for x in lines[half:]} <= fed  # the next file
+
+
 def test_body_stored_aside_by_the_poller_is_read_back(tmp_path: Path) -> None:
     from dataclasses import replace
 

@@ -15,6 +15,7 @@ import gzip
 import io
 import os
 import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -56,6 +57,36 @@ def iter_archive(path: str | os.PathLike[str]) -> Iterator[bytes]:
                 line = line.rstrip(b"\r\n")
                 if line.strip():
                     yield line
+
+
+#: the seq suffix of an archive file that could not be read to its end (a truncated or corrupt
+#: ``.gz``): the lines before the break are read, the parse step dead-letters this marker (its
+#: bytes: what broke, where) and the partition goes on with the next file
+UNREADABLE = "~unreadable"
+
+
+class _Unreadable:
+    __slots__ = ("detail",)
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+
+
+def _lines_or_breaks(path: str | os.PathLike[str]) -> Iterator[bytes | _Unreadable]:
+    """:func:`iter_archive`'s lines, and where a file breaks off (``EOFError`` of a truncated
+    gzip stream, a corrupt one's ``BadGzipFile`` / zlib error, an I/O error) one
+    :class:`_Unreadable` in place of the rest of that file."""
+    for f in archive_files(path):
+        n = 0
+        try:
+            with _open(f) as fh:
+                for line in fh:
+                    n += 1
+                    line = line.rstrip(b"\r\n")
+                    if line.strip():
+                        yield line
+        except (EOFError, OSError, zlib.error, ValueError) as e:  # (BadGzipFile is an OSError)
+            yield _Unreadable(f"{f.name}: unreadable after line {n}: {type(e).__name__}: {e}"[:1000])
 
 
 def write_archive(payloads: list[RawPayload] | Iterator[RawPayload], path: str | os.PathLike[str]) -> int:
@@ -101,7 +132,7 @@ def partition_of(feed_id: str, partitions: int) -> str:
 class _ArchivePartition(StatefulSourcePartition[tuple[str, bytes], int]):
     def __init__(self, path: Path, resume: int | None, batch_size: int, part: str = ARCHIVE_PARTITION,
                  partitions: int = 1, end_marker: bool = True) -> None:
-        self._it = iter_archive(path)
+        self._it = _lines_or_breaks(path)
         self._pos = 0
         self._batch = batch_size
         self._part = part
@@ -119,6 +150,10 @@ class _ArchivePartition(StatefulSourcePartition[tuple[str, bytes], int]):
         for line in self._it:
             pos = self._pos
             self._pos += 1
+            if isinstance(line, _Unreadable):  # every partition reads the archive: one reports it
+                if self._part == ARCHIVE_PARTITION:
+                    out.append((f"{self._part}:{pos:012d}:{UNREADABLE}", line.detail.encode()))
+                continue
             if self._n > 1 and partition_of(line_feed(line), self._n) != self._part:
                 continue
             out.append((f"{self._part}:{pos:012d}", line))

@@ -34,7 +34,7 @@ from bytewax.operators import StatefulLogic
 
 from newsflow.clustering.topics import OnlineTopics, annotate
 from newsflow.config import Settings
-from newsflow.connectors.files import END_OF_PARTITION, BodyRefError, resolve_body_ref
+from newsflow.connectors.files import END_OF_PARTITION, UNREADABLE, BodyRefError, resolve_body_ref
 from newsflow.connectors.inflight import InflightJournals
 from newsflow.core.alignment import END, EpochMerge
 from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fetched_at
@@ -172,6 +172,11 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         seq, raw = value
         if not raw and seq.endswith(":" + END_OF_PARTITION):  # a file partition's last item
             return self._end(), StatefulLogic.RETAIN
+        if seq.endswith(":" + UNREADABLE):  # an archive file broke off: what was lost is said
+            dl = make_deadletter("envelope", "unreadable_archive", raw.decode("utf-8", "replace"), b"",
+                                 feed_id=None, fetched_ms=None, item_index=None)
+            metrics.DEADLETTERS.labels("envelope", "unreadable_archive").inc()
+            return [_dl_out(self.s.kafka.topics.deadletter, dl)], StatefulLogic.RETAIN
         if self.journals is None:
             return self._item(seq, raw), StatefulLogic.RETAIN
         journal = self.journals.of(seq)
