@@ -19,7 +19,7 @@ from newsflow.clustering.window import (
 )
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
-from newsflow.digest.assemble import assemble_digest, digest_memory
+from newsflow.digest.assemble import assemble_digest, digest_memory, next_memory
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.labels import extractive_summary
@@ -310,6 +310,26 @@ def test_trends_against_previous_window():
     # without a previous digest: no trend flags at all
     d0 = assemble_digest(cur, WIN)
     assert all(it["trend"] is None for s in d0["sections"] for it in s["items"])
+
+
+def test_a_window_without_polls_is_a_gap_not_a_decline():
+    """Real 24-feed replay: the archive was not polled from 05-04 10:00 to 05-05 20:00, and the
+    empty evening recap of 05-04 listed ten "declining topics"; the next recap, compared with
+    that empty window, flagged nearly everything EMERGING. A window with no poll and no article
+    reports no decline, and the window before it stays the one the next compares with."""
+    prev_recs = [rec("ukraine", i, 60, story="ukr-s") for i in range(6)]
+    for r in prev_recs:
+        r["published_at"] = ms_to_iso(iso_to_ms(r["published_at"]) - 24 * HOUR_MS)
+    prev = assemble_digest(prev_recs, DigestWindow("morning_brief", START - 24 * HOUR_MS, START))
+    memory = digest_memory(prev)
+    gap = assemble_digest([], WIN, previous=memory, feed_health=[])
+    validate("digests", gap)
+    assert gap["feed_health"]["polls"] == 0 and gap["feed_health"]["declining_topics"] == []
+    assert next_memory(memory, gap) is memory
+    quiet = {"feed_id": "f", "at": ms_to_iso(START + HOUR_MS), "status": "not_modified", "success": True}
+    polled = assemble_digest([], WIN, previous=memory, feed_health=[quiet])  # polled, nothing new: a decline
+    assert polled["feed_health"]["polls"] == 1 and any("Ukraine" in x for x in polled["feed_health"]["declining_topics"])
+    assert next_memory(memory, polled) == digest_memory(polled)
 
 
 def test_trend_matching_by_terms_without_story_ids():

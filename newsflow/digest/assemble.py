@@ -632,8 +632,12 @@ def _assemble(
 
     index = _topic_index(clusters, sel, trends, config)
     emerging = [t for t in index if t.get("trend") == "EMERGING"]
-    fading = _declining(prev_index, clusters, trends, config) if has_prev else []
     health = _health_block(feed_health)
+    gap = _no_polls(health) and article_count == 0
+    fading = _declining(prev_index, clusters, trends, config) if has_prev and not gap else []
+    if gap and has_prev:
+        checks.append({"check": "trends", "ok": True,
+                       "action": "no poll in this window (a gap in the data): no declining topics"})
     health.update(
         {
             "new_articles": article_count,
@@ -1519,6 +1523,20 @@ def digest_memory(d: Mapping[str, Any]) -> dict[str, Any]:
         "window_end": d.get("window_end"),
         "topic_index": list(d.get("topic_index") or []),
     }
+
+
+def _no_polls(health: Mapping[str, Any] | None) -> bool:
+    return isinstance(health, Mapping) and health.get("polls") == 0
+
+
+def next_memory(previous: Mapping[str, Any] | None, d: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``previous`` for the window after ``d``: ``d``'s :func:`digest_memory`, except when
+    ``d``'s window saw no poll and no article (a gap in the data, e.g. an archive that was not
+    polled for a day, or a poller that was down): then the last window that had data stays the
+    one to compare with, so the news after a gap is not all "EMERGING" against nothing."""
+    if d.get("article_count") == 0 and _no_polls(d.get("feed_health")):
+        return previous
+    return digest_memory(d)
 
 
 def digest_key(d: Mapping[str, Any]) -> bytes:

@@ -46,7 +46,7 @@ from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.exact import DedupShard, dedup_shard_key
 from newsflow.dedup.stories import StoryAssigner, StoryFeatures, featurize_batch
 from newsflow.dedup.story_state import MemberRecords, StoryTracker
-from newsflow.digest.assemble import assemble_digest, digest_memory
+from newsflow.digest.assemble import assemble_digest, next_memory
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import digest_entries
 from newsflow.digest.health import FeedHealthAccumulator, report_view
@@ -654,8 +654,8 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
             rel = {r["article_id"]: r["importance_components"]["relevance"] for r in recs
                    if isinstance(r.get("importance_components"), dict)}
             d = personalize(d, profile.profile, profile.top_terms, rel) if profile is not None else with_item_relevance(d, rel)
-        if final:
-            self.previous[memory] = digest_memory(d)
+        if final and (nxt := next_memory(self.previous.get(memory), d)) is not None:
+            self.previous[memory] = dict(nxt)
         metrics.DIGESTS.labels(w.digest_type).inc()
         return Output(self.s.kafka.topics.digests, d["digest_id"].encode(), exact_size(dumps(d)))
 
