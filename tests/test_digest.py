@@ -480,6 +480,10 @@ def test_capitalized_phrases():
         "Berlin",
     ]
     assert "NSA" in capitalized_phrases("The NSA spied on allies")
+    # a possessive ends a name: the real day's label "New Zealand Covid-19: New Zealand's
+    # Covid-19 cases could have risen ..." came from one phrase glued across the "'s"
+    assert capitalized_phrases("New Zealand's Covid-19 cases could have risen") == ["New Zealand", "Covid-19"]
+    assert capitalized_phrases("Police say Kim Yo Jong’s rise is fast") == ["Kim Yo Jong"]  # (a lone initial word: skipped)
 
 
 # ---- schedule ---------------------------------------------------------------------------

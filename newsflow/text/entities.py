@@ -98,7 +98,8 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True,
             if tok[-1] in ".!?" and not _INITIALS.fullmatch(tok):
                 initial = True
             continue
-        w = (_POSSESSIVE.sub("", tok) if tok[-1] == "s" else tok).strip(".-'’")
+        poss = tok[-1] == "s" and _POSSESSIVE.search(tok) is not None
+        w = (_POSSESSIVE.sub("", tok) if poss else tok).strip(".-'’")
         low = w.lower()
         nxt = toks[i + 1] if i + 1 < len(toks) else ""
         if (
@@ -114,6 +115,8 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True,
             if not run:
                 run_initial = initial
             run.append(w)
+            if poss:  # a possessive ends a name: "New Zealand's Covid-19 cases" names two things
+                close()
         else:
             close()
         initial = False
