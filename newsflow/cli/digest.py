@@ -27,8 +27,10 @@ def load_digests(path: str | Path) -> list[dict[str, Any]]:
             try:
                 d = orjson.loads(line)
             except orjson.JSONDecodeError as e:
+                from newsflow.cli.main import UserError
+
                 msg = f"{path}:{n}: not JSON: {e}"
-                raise SystemExit(msg) from e
+                raise UserError(msg) from None
             if isinstance(d, dict) and "value" in d and isinstance(d["value"], dict):
                 d = d["value"]  # {"key":..., "value": {...}} dumps
             if isinstance(d, dict) and d.get("schema", "digests") == "digests":
@@ -43,6 +45,31 @@ def pick(digests: list[dict[str, Any]], digest_id: str | None) -> dict[str, Any]
     return found[-1] if found else None
 
 
+#: digest ids named when ``--digest-id`` is not in the file
+SHOWN_IDS = 10
+
+
+def not_found(file: str, digest_id: str | None, digests: list[dict[str, Any]]) -> str:
+    """Why nothing can be rendered: no digest at all, or which ids the file does hold (the
+    first :data:`SHOWN_IDS`, then "…")."""
+    if not digests:
+        return f"no digest in {file}"
+    ids = sorted({str(x.get("digest_id")) for x in digests})
+    shown = ", ".join(ids[:SHOWN_IDS]) + (", …" if len(ids) > SHOWN_IDS else "")
+    return f"no digest {digest_id!r} in {file} ({len(ids)} ids: {shown})"
+
+
+def write_out(path: str, text: str) -> None:
+    """Write the render; a path that cannot be written is a user mistake, not a traceback."""
+    from newsflow.cli.main import UserError
+
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        msg = f"cannot write {path!r}: {e.strerror or e}"
+        raise UserError(msg) from None
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     from newsflow.cli.main import UserError
 
@@ -52,16 +79,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     digests = load_digests(args.file)
     d = pick(digests, args.digest_id)
     if d is None:
-        ids = sorted({str(x.get("digest_id")) for x in digests})
-        what = f"digest {args.digest_id!r}" if args.digest_id else "any digest"
-        print(f"no {what} in {args.file} ({len(ids)} ids: {', '.join(ids[:10])})", file=sys.stderr)
-        return 2
+        raise UserError(not_found(args.file, args.digest_id, digests))
     fmt = args.format or (
         "html" if args.out and str(args.out).endswith((".html", ".htm")) else "md"
     )
     text = render(d, fmt)
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        write_out(args.out, text)
         print(f"wrote {args.out} ({fmt}, {d.get('digest_id')})", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 import tempfile
 import time
@@ -38,6 +39,64 @@ def check_input(path: str) -> None:
     except FileNotFoundError:
         msg = f"input directory {path!r} holds no *.jsonl or *.jsonl.gz files"
         raise UserError(msg) from None
+
+
+def output_dir(path: str | Path) -> Path:
+    """``path`` as an output directory, created if missing: a path that cannot be one (under a
+    regular file, no permission) is a user mistake, not a traceback."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        msg = f"cannot create output directory {str(out)!r}: {e.strerror or e}"
+        raise UserError(msg) from None
+    return out
+
+
+def workers_of(args: argparse.Namespace, settings: Any) -> int:
+    """``--workers`` if given (it must be at least 1: 0 is a mistake, not "the default"),
+    else ``flow.workers``."""
+    if args.workers is None:
+        return int(settings.flow.workers)
+    if args.workers < 1:
+        msg = f"--workers must be >= 1, not {args.workers}"
+        raise UserError(msg)
+    return int(args.workers)
+
+
+def time_arg(value: str, flag: str) -> int:
+    """An ISO 8601 time given on the command line -> epoch ms; a bad one names the flag."""
+    from newsflow.core.timeutil import iso_to_ms
+
+    try:
+        return iso_to_ms(value)
+    except (ValueError, TypeError):
+        msg = f"{flag} {value!r} is not an ISO 8601 time (e.g. 2026-03-02T12:00:00Z)"
+        raise UserError(msg) from None
+
+
+def setting_default(path: str) -> str:
+    """``"poller.heartbeat_s, 1"``: a setting and its default, read from :mod:`newsflow.config`
+    so that ``--help`` cannot drift from the real default."""
+    from newsflow.config import Settings
+
+    value: Any = Settings()
+    for part in path.split("."):
+        value = getattr(value, part)
+    return f"{path}, {value:g}" if isinstance(value, int | float) else f"{path}, {value}"
+
+
+#: ``{setting:poller.heartbeat_s}`` in an option's help: that setting and its default
+SETTING_IN_HELP = re.compile(r"\{setting:([a-z_.]+)\}")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples as written; ``{setting:KEY}`` in an option's help is expanded
+    only when help is shown (importing the configuration costs half a second)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        return SETTING_IN_HELP.sub(lambda m: setting_default(m[1]), text) if text else text
 
 
 def load_config(args: argparse.Namespace) -> Any:
@@ -100,12 +159,35 @@ def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: 
     else:
         cluster_main(flow, [], 0, worker_count_per_proc=workers, epoch_interval=epoch,
                      recovery_config=recovery)
+    create_topic_files(Path(out_dir), settings)
 
 
-def summarize(out_dir: Path) -> dict[str, Any]:
+#: the output topics of a file run, by role (the keys of :func:`summarize`)
+OUTPUT_ROLES = ("articles", "digests", "feed-health", "deadletter", "stories")
+
+
+def topic_files(settings: Any = None) -> dict[str, str]:
+    """Role -> the file a file run writes it to: ``<topic name>.jsonl`` (``kafka.topics``)."""
+    from newsflow.config import Settings
+
+    t = (settings or Settings()).kafka.topics
+    names = (t.articles, t.digests, t.feed_health, t.deadletter, t.stories)
+    return {role: f"{name}.jsonl" for role, name in zip(OUTPUT_ROLES, names, strict=True)}
+
+
+def create_topic_files(out_dir: Path, settings: Any = None) -> None:
+    """Every topic file exists after a run, empty when the topic got no record (the file sink
+    only opens the files it writes to), so scripts can rely on all of them."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in topic_files(settings).values():
+        (out_dir / name).touch()
+
+
+def summarize(out_dir: Path, settings: Any = None) -> dict[str, Any]:
+    """Records per role (and dispositions, dead-letter reasons) in a file run's outputs."""
     counts: dict[str, Any] = {}
-    for topic in ("articles", "digests", "feed-health", "deadletter"):
-        f = out_dir / f"{topic}.jsonl"
+    for topic, name in topic_files(settings).items():
+        f = out_dir / name
         lines = f.read_bytes().splitlines() if f.exists() else []
         counts[topic] = len(lines)
         if topic == "articles":
@@ -113,6 +195,27 @@ def summarize(out_dir: Path) -> dict[str, Any]:
         if topic == "deadletter":
             counts["deadletter_reasons"] = dict(sorted(Counter(orjson.loads(x)["reason"] for x in lines).items()))
     return counts
+
+
+def payloads_read() -> int:
+    """Valid raw payloads the flow has read in this process so far (its own counter)."""
+    from newsflow.flows import metrics
+
+    return int(metrics.total(metrics.PAYLOADS))
+
+
+def not_an_archive(input_path: str, payloads: int, counts: dict[str, Any]) -> str | None:
+    """The warning for a run in which not one line was a ``feeds.raw`` envelope (the wrong file,
+    e.g. an articles dump): its lines are dead letters, and the user should hear about it."""
+    if payloads or counts["articles"] or not counts["deadletter"]:
+        return None
+    reasons = ", ".join(counts["deadletter_reasons"])
+    return (f"no line of {input_path} is a feeds.raw envelope: {counts['deadletter']} dead letters "
+            f"({reasons}); is this an archive?")
+
+
+def warn(msg: str) -> None:
+    print(f"newsflow: warning: {msg}", file=sys.stderr)
 
 
 def pick_demo_digest(digests: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -137,24 +240,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from newsflow.samples.demo import demo_payloads
 
     settings = load_config(args)
+    workers = workers_of(args, settings)
     if args.input:
         check_input(args.input)
-    out = Path(args.out or tempfile.mkdtemp(prefix="newsflow-demo-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(args.out or tempfile.mkdtemp(prefix="newsflow-demo-"))
     if args.input:
         input_path = args.input
     else:
         input_path = str(out / "input" / "feeds.raw.jsonl")
         n = write_archive(demo_payloads(), input_path)
         print(f"demo sample: {n} raw payloads from 12 publishers -> {input_path}")
-    t0 = time.perf_counter()
+    t0, p0 = time.perf_counter(), payloads_read()
     # the configuration's [profiles] section: with profiles (or interactions), they learn
     profiles = settings.profiles.to_config() if settings.profiles.configured or args.interactions else None
-    run_file_flow(input_path, str(out), settings, workers=args.workers or settings.flow.workers,
+    run_file_flow(input_path, str(out), settings, workers=workers,
                   recovery_dir=args.recovery_dir, interactions_path=args.interactions, profiles=profiles)
-    dt = time.perf_counter() - t0
-    dfile = out / "digests.jsonl"  # absent when the input had no valid payload at all
-    digests = [orjson.loads(x) for x in dfile.read_bytes().splitlines()] if dfile.exists() else []
+    dt, payloads = time.perf_counter() - t0, payloads_read() - p0
+    files = topic_files(settings)
+    digests = [orjson.loads(x) for x in (out / files["digests"]).read_bytes().splitlines()]
     chosen = pick_demo_digest([d for d in digests if "profile" not in d])
     if chosen is not None:
         from newsflow.digest.render import to_html, to_markdown
@@ -162,16 +265,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(to_markdown(chosen))
         (out / "digest.html").write_text(to_html(chosen), encoding="utf-8")
     by_type = Counter(d["digest_type"] for d in digests)
-    s = summarize(out)
+    s = summarize(out, settings)
     print(f"\nflow finished in {dt:.2f}s; outputs in {out}/:")
-    for topic in ("articles", "digests", "feed-health", "deadletter"):
-        print(f"  {topic + '.jsonl':20s} {s[topic]:6d} records")
+    for topic, name in files.items():
+        print(f"  {name:20s} {s[topic]:6d} records")
     print(f"  dispositions: {s['dispositions']}")
     print(f"  dead letters: {s['deadletter_reasons']}")
     print(f"  digests by type: {dict(sorted(by_type.items()))}")
     if chosen is not None:
         print(f"  the digest above as a web page: {out / 'digest.html'}")
-    print(f"  render any digest: newsflow digest render {out / 'digests.jsonl'} --format html --digest-id ID")
+    if digests:
+        print(f"  render any digest: newsflow digest render {out / files['digests']} --format html --digest-id ID")
+    problem = not_an_archive(input_path, payloads, s)
+    if problem is not None:
+        sys.stdout.flush()
+        warn(problem)
+        return 2
     return 0
 
 
@@ -184,6 +293,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from newsflow.flows.pipeline import kafka_flow
 
     settings = load_config(args)
+    workers = workers_of(args, settings)
     brokers = reachable_brokers(args, settings)
     ensure_topics(brokers, settings, partitions=args.partitions)
     recovery = ensure_recovery_dir(args.recovery_dir) if args.recovery_dir else None
@@ -194,12 +304,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None,
                       add_config=quiet, inflight_dir=args.recovery_dir, profiles=profiles)
     with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.kafka.topics.raw):
-        cli_main(flow, workers_per_process=args.workers or settings.flow.workers, recovery_config=recovery)
+        cli_main(flow, workers_per_process=workers, recovery_config=recovery)
     return 0
 
 
 def cmd_normalize(args: argparse.Namespace) -> int:
-    from newsflow.core.timeutil import iso_to_ms
     from newsflow.dedup.stories import story_id_for
     from newsflow.feeds.normalize import normalize_payload
     from newsflow.model.records import DedupInfo, RawPayload, Sighting
@@ -210,11 +319,12 @@ def cmd_normalize(args: argparse.Namespace) -> int:
         if not Path(name).is_file():
             msg = f"file {name!r} not found"
             raise UserError(msg)
+    fetched_at = time_arg(args.fetched_at, "--fetched-at") if args.fetched_at else None
     for i, name in enumerate(args.files):
         body = Path(name).read_bytes()
         # the fetch time is the clock of every date rule (undated items, future-date gate): the
         # file's modification time (when it was saved) unless given
-        fetched = iso_to_ms(args.fetched_at) if args.fetched_at else int(Path(name).stat().st_mtime * 1000)
+        fetched = fetched_at if fetched_at is not None else int(Path(name).stat().st_mtime * 1000)
         p = RawPayload(feed_id=Path(name).stem, url=args.base_url or Path(name).resolve().as_uri(),
                        fetched_at_ms=fetched, status=200, body=body)
         res = normalize_payload(p)
@@ -240,8 +350,7 @@ def cmd_import_uci(args: argparse.Namespace) -> int:
     if not Path(args.file).is_file():
         msg = f"file {args.file!r} not found"
         raise UserError(msg)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(args.out)
     n = write_archive(uci_payloads(args.file, args.limit), out / "uci.feeds.raw.jsonl.gz")
     print(f"wrote {n} raw payloads to {out / 'uci.feeds.raw.jsonl.gz'}")
     return 0
@@ -275,16 +384,17 @@ def _examples(*lines: str) -> str:
 def add_command(sub: Any, name: str, help: str, *examples: str) -> argparse.ArgumentParser:
     """A sub-command whose ``--help`` ends with examples."""
     return sub.add_parser(name, help=help, description=help, epilog=_examples(*examples),
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+                          formatter_class=HelpFormatter)
 
 
 CONFIG_HELP = "configuration TOML (default: $NEWSFLOW_CONFIG; see `newsflow config show`)"
+PARTITIONS_HELP = "partitions of topics created now (default: {setting:kafka.partitions})"
 
 
 def add_kafka_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--brokers", help="Kafka bootstrap servers HOST:PORT[,HOST:PORT] (default: kafka.brokers)")
     p.add_argument("--broker-timeout", type=float, metavar="S",
-                   help="give up on an unreachable broker after S seconds (default: kafka.timeout_s, 10)")
+                   help="give up on an unreachable broker after S seconds (default: {setting:kafka.timeout_s})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -303,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--input", help="raw-payload archive (file or directory of *.jsonl[.gz]) instead of the sample")
     d.add_argument("--out", help="output directory (default: a new temp dir)")
     d.add_argument("--config", help=CONFIG_HELP)
-    d.add_argument("--workers", type=int, help="workers (default: flow.workers, 1)")
+    d.add_argument("--workers", type=int, help="workers (default: {setting:flow.workers})")
     d.add_argument("--recovery-dir", help="snapshot state here; a rerun with the same dir resumes")
     d.add_argument("--interactions", help="JSONL of interactions records: the configured profiles "
                                           "([profiles] of --config) learn from them")
@@ -313,8 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "NEWSFLOW_DIGESTS__TZ=Europe/Berlin newsflow run --brokers kafka:9092 --until-eof")
     add_kafka_args(r)
     r.add_argument("--config", help=CONFIG_HELP)
-    r.add_argument("--partitions", type=int, help="partitions of topics created now (default: kafka.partitions, 1)")
-    r.add_argument("--workers", type=int, help="worker threads (default: flow.workers, 1)")
+    r.add_argument("--partitions", type=int, help=PARTITIONS_HELP)
+    r.add_argument("--workers", type=int, help="worker threads (default: {setting:flow.workers})")
     r.add_argument("--recovery-dir", help="snapshot offsets and state here (initialised on first use); "
                                           "a restart with the same dir resumes instead of replaying")
     r.add_argument("--until-eof", action="store_true", help="stop at the end of the topic (replays, tests)")
@@ -337,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("input")
     add_kafka_args(pr)
     pr.add_argument("--config", help=CONFIG_HELP)
-    pr.add_argument("--partitions", type=int, help="partitions of topics created now (default: kafka.partitions, 1)")
+    pr.add_argument("--partitions", type=int, help=PARTITIONS_HELP)
     pr.set_defaults(func=cmd_produce)
     c = add_command(sub, "config", "the configuration tree",
                     "newsflow config show", "NEWSFLOW_DEDUP__WINDOW_HOURS=48 newsflow config show --config newsflow.toml")

@@ -95,6 +95,8 @@ def register(subparsers: Any) -> None:
     """Add ``health`` to the ``newsflow`` command."""
     p = subparsers.add_parser(
         "health", help="ask a running run/poll for its health (exit 0 healthy, 1 not)",
+        description="ask a running `newsflow run` or `newsflow poll` for /healthz and print its JSON answer;\n"
+                    "exit 0 healthy, 1 unhealthy or unreachable (the health check of docker-compose.yml)",
         epilog=f"examples:\n  newsflow health                 # the flow on port {RUN_METRICS_PORT}\n"
                f"  newsflow health --port {POLL_METRICS_PORT}     # the poller",
         formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -253,9 +253,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--snapshot-interval", type=float, default=5.0,
                    help="seconds between state snapshots (polls after the last one are redone "
                         "after a crash or Ctrl-C; default 5)")
-    p.add_argument("--concurrency", type=int, help="concurrent fetches (default: poller.concurrency, 50)")
-    p.add_argument("--timeout", type=float, help="seconds per fetch attempt (default: poller.fetch.timeout_s, 30)")
-    p.add_argument("--heartbeat", type=float, help="seconds between heartbeat ticks, 0: off (default: poller.heartbeat_s, 30)")
+    # {setting:KEY}: the help shows the setting's real default (newsflow.cli.main.HelpFormatter)
+    p.add_argument("--concurrency", type=int, help="concurrent fetches (default: {setting:poller.concurrency})")
+    p.add_argument("--timeout", type=float, help="seconds per fetch attempt (default: {setting:poller.fetch.timeout_s})")
+    p.add_argument("--heartbeat", type=float,
+                   help="seconds between heartbeat ticks, 0: off (default: {setting:poller.heartbeat_s})")
     p.add_argument("--no-create-topics", action="store_true", help="do not create missing topics")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     add_observability_args(p, POLL_METRICS_PORT)

@@ -31,6 +31,17 @@ from typing import Any
 
 import orjson
 
+
+def help_text(doc: str) -> str:
+    """``--help``'s description: the docstring after its first line, all of it (argparse would
+    get a paragraph cut before its list) but its examples (the epilog) and reST quoting."""
+    paras = doc.strip().split("\n\n")[1:]
+    if "Examples::" in paras:  # the heading and its indented block
+        i = paras.index("Examples::")
+        paras = paras[:i] + paras[i + 2:]
+    return "\n\n".join(paras).replace("``", "")
+
+
 EPILOG = """examples:
   newsflow replay feeds.raw.jsonl.gz --out /tmp/bt
   newsflow replay feeds.raw.jsonl.gz --config base.toml --compare other.toml --out /tmp/bt
@@ -112,11 +123,13 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
-def load_run(label: str, out_dir: Path) -> Any:
+def load_run(label: str, out_dir: Path, settings: Any = None) -> Any:
+    from newsflow.cli.main import topic_files
     from newsflow.replay.compare import run_outputs
 
-    return run_outputs(label, read_jsonl(out_dir / "articles.jsonl"), read_jsonl(out_dir / "digests.jsonl"),
-                       deadletters=len(read_jsonl(out_dir / "deadletter.jsonl")))
+    files = topic_files(settings)
+    return run_outputs(label, read_jsonl(out_dir / files["articles"]), read_jsonl(out_dir / files["digests"]),
+                       deadletters=len(read_jsonl(out_dir / files["deadletter"])))
 
 
 def labels_for(config_a: str | None, config_b: str) -> tuple[str, str]:
@@ -139,47 +152,63 @@ def write_report(out: Path, run_a: Any, run_b: Any, extra: dict[str, str]) -> tu
     return md, page
 
 
-def _summary_line(label: str, st: RunStats, out_dir: Path) -> str:
-    from newsflow.cli.main import summarize
+def _summary(label: str, st: RunStats, out_dir: Path, settings: Any, archive: str) -> tuple[str, str | None]:
+    """The run's summary line, and the warning when not one line of the archive was a payload."""
+    from newsflow.cli.main import not_an_archive, summarize
 
-    s = summarize(out_dir)
-    return (f"{label}: {st.payloads} payloads, {s['articles']} articles, {s['digests']} digests, "
+    s = summarize(out_dir, settings)
+    line = (f"{label}: {st.payloads} payloads, {s['articles']} articles, {s['digests']} digests, "
             f"{s['deadletter']} dead letters in {st.seconds:.1f}s ({st.articles_per_s:.0f} articles/s) "
             f"-> {out_dir}/\n  dispositions: {s['dispositions']}")
+    return line, not_an_archive(archive, st.payloads, s)
+
+
+def _done(problem: str | None) -> int:
+    """Exit status 2 (and one warning line) when the archive held no payload at all."""
+    from newsflow.cli.main import warn
+
+    if problem is None:
+        return 0
+    warn(problem)
+    return 2
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from newsflow.cli.main import output_dir, workers_of
     from newsflow.config import load_settings
 
     settings_a = load_settings(args.config)
+    workers = workers_of(args, settings_a)
     settings_b = load_settings(args.compare) if args.compare else None
     total = count_payloads(args.archive)
-    out = Path(args.out or tempfile.mkdtemp(prefix="newsflow-replay-"))
+    out = output_dir(args.out or tempfile.mkdtemp(prefix="newsflow-replay-"))
     progress = not args.no_progress
     if settings_b is None:
-        st = replay_once(args.archive, out, settings_a, workers=args.workers, total=total,
+        st = replay_once(args.archive, out, settings_a, workers=workers, total=total,
                          label=Path(args.config).stem if args.config else "replay", progress=progress)
-        print(_summary_line("replay", st, out))
-        return 0
+        line, problem = _summary("replay", st, out, settings_a, args.archive)
+        print(line, flush=True)
+        return _done(problem)
     la, lb = labels_for(args.config, args.compare)
     runs = []
     for label, settings, sub in ((la, settings_a, "a"), (lb, settings_b, "b")):
-        st = replay_once(args.archive, out / sub, settings, workers=args.workers, total=total,
+        st = replay_once(args.archive, output_dir(out / sub), settings, workers=workers, total=total,
                          label=label, progress=progress)
-        print(_summary_line(label, st, out / sub))
-        runs.append(load_run(label, out / sub))
+        line, problem = _summary(label, st, out / sub, settings, args.archive)
+        print(line)
+        runs.append(load_run(label, out / sub, settings))
     md, page = write_report(out, runs[0], runs[1], {
         "archive": f"{Path(args.archive).name} ({total} raw payloads)",
     })
-    print(f"comparison: {md}\n            {page}")
-    return 0
+    print(f"comparison: {md}\n            {page}", flush=True)
+    return _done(problem)  # the same archive both times: the second run's verdict is the first's
 
 
 def register(subparsers: Any) -> None:
     """Add ``replay`` to the ``newsflow`` command."""
     p = subparsers.add_parser(
         "replay", help="backtest: replay an archive with a config; --compare a second config",
-        description=__doc__.split("\n\n")[1], epilog=EPILOG,
+        description=help_text(__doc__ or ""), epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("archive", help="raw-payload archive: a *.jsonl[.gz] file or a directory of them")
     p.add_argument("--config", help="settings TOML of the (baseline) run (default: the defaults)")
