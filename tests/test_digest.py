@@ -805,3 +805,20 @@ def test_a_topic_of_several_stories_is_corroborated_by_all_their_publishers():
     # one story of the same two publishers keeps its own corroboration
     [alone] = _all_items(assemble_digest(recs[:2], WIN))
     assert alone["score"] == round(score, 2)
+
+
+def test_a_partial_digest_is_generated_at_the_event_time_reached():
+    """``final: false`` (the window still open at the end of the input): ``generated_at`` is the
+    event time the flow had reached (clamped to the window), not the window end after the data."""
+    reached = START + 15 * HOUR_MS
+    d = assemble_digest(standard_records(), WIN, final=False, as_of_ms=reached)
+    assert d["final"] is False and d["generated_at"] == ms_to_iso(reached)
+    validate("digests", d)
+    assert assemble_digest([], WIN, final=False, as_of_ms=END + HOUR_MS)["generated_at"] == ms_to_iso(END)
+    assert assemble_digest([], WIN, final=False, as_of_ms=START - HOUR_MS)["generated_at"] == ms_to_iso(START)
+    # a final digest (and a caller that does not know the time reached): the window end
+    assert assemble_digest([], WIN, as_of_ms=reached)["generated_at"] == ms_to_iso(END)
+    assert assemble_digest([], WIN, final=False)["generated_at"] == ms_to_iso(END)
+    # the rest of the record is the same
+    full = assemble_digest(standard_records(), WIN, final=False)
+    assert {**d, "generated_at": full["generated_at"]} == full

@@ -278,3 +278,43 @@ def test_a_label_that_is_the_first_words_of_the_headline_is_not_shown_beside_it(
     [item] = [it for s in d["sections"] for it in s["items"]]
     item["label"], item["lead"]["title"] = "Neil Ferguson: Lockdown professor steps down …", "Lockdown professor steps down"
     assert "Neil Ferguson" in to_markdown(d) and to_markdown(d).count("Lockdown professor") == 2
+
+
+def test_a_partial_digest_says_in_progress_as_of_the_time_reached() -> None:
+    # real replay, morning brief of 2020-05-06 (final: false, the archive ends at 22:08): its
+    # title read like the whole window's, "Morning Brief — 2020-05-06 07:00 UTC – 2020-05-07 07:00 UTC"
+    recs = standard_records()
+    final = assemble_digest(recs, WIN)
+    partial = assemble_digest(recs, WIN, final=False, as_of_ms=START + 15 * HOUR_MS + 8 * 60_000)
+    unknown = assemble_digest(recs, WIN, final=False)  # the time reached not passed on
+    rng = "2026-03-09 07:00 UTC – 2026-03-10 07:00 UTC"
+    assert to_markdown(partial).startswith(f"# Morning Brief (in progress, as of 2026-03-09 22:08 UTC) — {rng}\n")
+    assert to_markdown(unknown).startswith(f"# Morning Brief (in progress) — {rng}\n")
+    assert to_markdown(final).startswith(f"# Morning Brief — {rng}\n")
+    html = to_html(partial)
+    assert f"<title>Morning Brief (in progress, as of 2026-03-09 22:08 UTC) — {rng}</title>" in html
+    h1 = re.search(r"<h1>(.*?)</h1>", html).group(1)
+    assert re.sub(r"<[^>]+>", "", h1) == "Morning Brief in progress, as of 2026-03-09 22:08 UTC"
+    assert 'class="in-progress"' in h1
+    assert "in progress, as of 2026-03-09 22:08 UTC: the window was still open" in html.split("<footer>", 1)[1]
+    assert re.sub(r"<[^>]+>", "", re.search(r"<h1>(.*?)</h1>", to_html(unknown)).group(1)) == "Morning Brief in progress"
+    for text in (to_markdown(final), to_html(final)):
+        assert "in progress" not in text and "in-progress\"" not in text
+    assert "<h1>Morning Brief</h1>" in to_html(final)
+
+
+def test_cli_render_defaults_to_the_last_final_digest(tmp_path, capsys) -> None:
+    # real replay: `digest render digests.jsonl` rendered the last line, the partial weekly roundup
+    d = sample_digest()
+    evening = dict(d, digest_id="evening_recap:2026-03-09T18:00:00Z", title="Evening Recap")
+    weekly = dict(d, digest_id="weekly_roundup:2026-03-08T08:00:00Z", title="Weekly Roundup", final=False)
+    f = tmp_path / "digests.jsonl"
+    f.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in (d, evening, weekly)))
+    assert digest_cli(["digest", "render", str(f)]) == 0
+    assert capsys.readouterr().out.startswith("# Evening Recap —")
+    only_partial = tmp_path / "partial.jsonl"  # none final: the last one, marked in progress
+    only_partial.write_bytes(b"".join(orjson.dumps(dict(x, final=False)) + b"\n" for x in (d, weekly)))
+    assert digest_cli(["digest", "render", str(only_partial)]) == 0
+    assert capsys.readouterr().out.startswith("# Weekly Roundup (in progress) —")
+    assert digest_cli(["digest", "render", str(f), "--digest-id", weekly["digest_id"]]) == 0
+    assert capsys.readouterr().out.startswith("# Weekly Roundup (in progress) —")

@@ -1,7 +1,8 @@
 """``newsflow digest render FILE.jsonl [--format md|html] [--out PATH] [--digest-id ID]``.
 
 FILE.jsonl holds digests (one JSON object per line, e.g. a dump of the ``digests`` topic);
-the digest with ``--digest-id`` is rendered, or else the last one in the file. Several
+the digest with ``--digest-id`` is rendered, or else the last final one in the file (the
+last one when none is final: at the end of a replay the last lines are partial). Several
 versions of one digest id (re-emits) -> the last one wins, as under log compaction.
 """
 
@@ -39,8 +40,12 @@ def load_digests(path: str | Path) -> list[dict[str, Any]]:
 
 
 def pick(digests: list[dict[str, Any]], digest_id: str | None) -> dict[str, Any] | None:
+    """The last version of ``digest_id``; without one, the last *final* digest (a replay ends
+    with the still open windows, ``final: false``: a partial weekly roundup is not what a reader
+    asked for), or the last one when none is final."""
     if digest_id is None:
-        return digests[-1] if digests else None
+        finals = [d for d in digests if d.get("final", True) is not False]
+        return finals[-1] if finals else digests[-1] if digests else None
     found = [d for d in digests if d.get("digest_id") == digest_id]
     return found[-1] if found else None
 
@@ -104,5 +109,5 @@ def register(subparsers: Any) -> None:
     r.add_argument("file", help="JSONL file of digests (e.g. a dump of the digests topic)")
     r.add_argument("--format", choices=("md", "html"), default=None, help="default: md")
     r.add_argument("--out", default=None, help="output path (default: stdout)")
-    r.add_argument("--digest-id", default=None, help="which digest (default: the last one)")
+    r.add_argument("--digest-id", default=None, help="which digest (default: the last final one)")
     r.set_defaults(func=cmd_render)

@@ -448,6 +448,7 @@ def assemble_digest(
     final: bool = True,
     coverage: StoryCoverage | None = None,
     score_config: ScoreConfig = DEFAULT_SCORE_CONFIG,
+    as_of_ms: int | None = None,
 ) -> dict[str, Any]:
     """The digest of one window (a ``digests.v1`` dict). See the module doc.
 
@@ -458,11 +459,19 @@ def assemble_digest(
     as of the window's end (:func:`rescore_as_of`) with ``score_config`` (the flow's scoring
     configuration). Default: built from ``records``.
 
+    ``generated_at`` is the window end, except for a non-final digest given ``as_of_ms`` (the
+    event time the flow had reached, e.g. its watermark at the end of a finite input): then it
+    is that time, clamped to the window, so a partial digest does not claim a time after its
+    last data (and a reader can say "as of ..."). Ignored for a final digest.
+
     The cyclic garbage collector is paused while assembling (:func:`_gc_paused`).
     """
     with _gc_paused():
-        return _assemble(records, window, schedule, previous, feed_health, config, final, coverage,
-                         score_config)
+        d = _assemble(records, window, schedule, previous, feed_health, config, final, coverage,
+                      score_config)
+    if not final and as_of_ms is not None:
+        d["generated_at"] = ms_to_iso(min(max(as_of_ms, window.start_ms), window.end_ms))
+    return d
 
 
 _GC_LOCK = threading.Lock()

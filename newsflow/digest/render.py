@@ -1,6 +1,8 @@
 """Render a ``digests.v1`` dict as Markdown or as a standalone HTML page (inline CSS).
 
-Everything taken from the digest is escaped; only ``http(s)`` URLs become links.
+Everything taken from the digest is escaped; only ``http(s)`` URLs become links. A digest with
+``final: false`` (its window was still open, e.g. at the end of a replay) says "in progress" in
+its title, so a partial digest never reads as the whole window.
 """
 
 from __future__ import annotations
@@ -38,6 +40,31 @@ def _fmt_time(iso: str | None) -> str:
 
 def _fmt_date_range(d: Mapping[str, Any]) -> str:
     return f"{_fmt_time(d.get('window_start'))} – {_fmt_time(d.get('window_end'))}"
+
+
+def progress_note(d: Mapping[str, Any]) -> str | None:
+    """None for a final digest (``final`` true or absent: records before the field were final);
+    else ``in progress``, with ``as of <time>`` when ``generated_at`` is before the window end
+    (the event time the flow had reached; a producer that does not know it writes the window
+    end, which is not an "as of" worth showing).
+
+    >>> d = {"final": False, "window_end": "2020-05-07T07:00:00Z", "generated_at": "2020-05-06T22:08:00Z"}
+    >>> progress_note(d)
+    'in progress, as of 2020-05-06 22:08 UTC'
+    >>> progress_note({**d, "generated_at": d["window_end"]}), progress_note({**d, "final": True})
+    ('in progress', None)
+    """
+    if d.get("final") is not False:
+        return None
+    try:
+        gen, end = iso_to_ms(str(d.get("generated_at"))), iso_to_ms(str(d.get("window_end")))
+    except (ValueError, TypeError, OverflowError):
+        return "in progress"
+    return f"in progress, as of {_fmt_time(d.get('generated_at'))}" if gen < end else "in progress"
+
+
+def _title(d: Mapping[str, Any]) -> str:
+    return str(d.get("title") or str(d.get("digest_type", "digest")).replace("_", " ").title())
 
 
 #: sections shown even when empty ("Nothing in this section."); others only with items
@@ -107,9 +134,9 @@ def _md_link(text: str, url: Any) -> str:
 
 
 def to_markdown(d: Mapping[str, Any]) -> str:
-    title = d.get("title") or str(d.get("digest_type", "digest")).replace("_", " ").title()
+    note = progress_note(d)
     lines = [
-        f"# {md_escape(title)} — {md_escape(_fmt_date_range(d))}",
+        f"# {md_escape(_title(d))}{f' ({md_escape(note)})' if note else ''} — {md_escape(_fmt_date_range(d))}",
         "",
         f"*{plural(d.get('article_count', 0), 'article')} · "
         f"{plural(d.get('duplicates_removed', 0), 'duplicate')} removed · digest `{str(d.get('digest_id', '')).replace('`', '')}`*",
@@ -221,6 +248,7 @@ main{max-width:860px;margin:0 auto;padding:32px 20px 64px}
 header.digest{border-bottom:3px solid var(--ink);padding-bottom:14px;margin-bottom:28px}
 header.digest h1{font-family:Georgia,"Times New Roman",serif;font-size:2.3rem;margin:0 0 4px;letter-spacing:-.5px}
 .meta{color:var(--muted);font-size:.92rem}
+.in-progress{display:inline-block;vertical-align:middle;font-family:-apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,Arial,sans-serif;font-size:.95rem;font-weight:700;letter-spacing:0;color:#92400e;background:#fef3c7;border:1px solid #fcd34d;border-radius:6px;padding:2px 8px}
 .stats{display:flex;gap:18px;flex-wrap:wrap;margin-top:10px}
 .stat{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:6px 12px;font-size:.9rem}
 .stat b{font-size:1.1rem}
@@ -287,15 +315,16 @@ def _byline(lead: Mapping[str, Any]) -> str:
 
 
 def to_html(d: Mapping[str, Any]) -> str:
-    title = d.get("title") or str(d.get("digest_type", "digest")).replace("_", " ").title()
+    title, note = _title(d), progress_note(d)
+    badge = f' <span class="in-progress" title="the window was still open">{_e(note)}</span>' if note else ""
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)} — {_e(_fmt_date_range(d))}</title>",
+        f"<title>{_e(title)}{f' ({_e(note)})' if note else ''} — {_e(_fmt_date_range(d))}</title>",
         f"<style>{_CSS}</style></head><body><main>",
         '<header class="digest">',
-        f"<h1>{_e(title)}</h1>",
+        f"<h1>{_e(title)}{badge}</h1>",
         f'<div class="meta">{_e(_fmt_date_range(d))}</div>',
         '<div class="stats">',
         f'<span class="stat"><b>{_e(d.get("article_count", 0))}</b> {_w(d.get("article_count", 0), "article")}</span>',
@@ -318,10 +347,12 @@ def to_html(d: Mapping[str, Any]) -> str:
             out.append("</ul>")
         out.append("</section>")
     out.append(_html_health(d.get("feed_health") or {}))
-    out.append(
-        f"<footer>Digest <code>{_e(d.get('digest_id', ''))}</code> · generated for event time "
-        f"{_e(_fmt_time(d.get('generated_at')))} · newsflow</footer>"
+    when = (
+        f"{_e(note)}: the window was still open, a later version replaces this digest"
+        if note
+        else f"generated for event time {_e(_fmt_time(d.get('generated_at')))}"
     )
+    out.append(f"<footer>Digest <code>{_e(d.get('digest_id', ''))}</code> · {when} · newsflow</footer>")
     out.append("</main></body></html>")
     return "\n".join(x for x in out if x) + "\n"
 

@@ -649,7 +649,8 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
                 acc.add(h)
         d = assemble_digest(recs, w, schedule=self.schedule, previous=self.previous.get(memory),
                             feed_health=acc.summary(), config=self.config, final=final,
-                            coverage=self.coverage, score_config=self.score_config)
+                            coverage=self.coverage, score_config=self.score_config,
+                            as_of_ms=None if final else self.wm)
         if profile is not None or self.live_relevance:  # items carry the live relevance
             rel = {r["article_id"]: r["importance_components"]["relevance"] for r in recs
                    if isinstance(r.get("importance_components"), dict)}
