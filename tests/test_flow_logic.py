@@ -264,6 +264,33 @@ def test_digest_steps_keep_only_the_records_of_windows_still_open() -> None:
             assert d["article_count"] == sum(lo <= f < hi for f in fetched), (dtype, d["digest_id"])
 
 
+def test_a_title_layer_revision_says_what_changed() -> None:
+    """A user audit found 10 title-layer revisions on the real day with ``changed: []`` though
+    their title or body differed from the item they revise (a consumer refreshing on ``changed``
+    skipped them). Now: ``title`` when the normalized titles differ, and always ``body``."""
+    (t, a), *_ = [x for x in demo_articles() if len(x[1].body_text.split()) > 40]
+    other = ("An entirely rewritten article body about something else, with new quotes from officials, "
+             "new numbers, and no sentence shared with the first version of the story at all. ") * 3
+    same_title = replace(a, article_id="00000000000000aa", guid="00000000000000aa", url="https://wire.example.com/news/rev-a",
+                         canonical_url="https://wire.example.com/news/rev-a", body_text=other, content_hash="h-rev-a",
+                         fetched_ms=t + 60_000, fetched_at=ms_to_iso(t + 60_000))
+    new_title = replace(same_title, article_id="00000000000000bb", guid="00000000000000bb", url="https://wire.example.com/news/rev-b",
+                        canonical_url="https://wire.example.com/news/rev-b", title=a.title + " (update)",
+                        body_text=("A third version: the ministry now gives a later timetable, with figures that "
+                                   "differ from both earlier reports and quotes from a new spokesperson. ") * 3,
+                        content_hash="h-rev-b")
+    dedup = DedupLogic(SETTINGS, None, False)
+    stories = StoriesLogic(SETTINGS, None, False)
+    for i, x in enumerate((a, same_title, new_title)):
+        stories.on_item(Deduped(f"0000:{i:012d}:00000", x, dedup.shard.process(x)))
+    out = [m for tk in _ticks(t + 60_000) for m in stories.on_item(tk)[0]]
+    recs = {m.record["article_id"]: m.record for m in out if isinstance(m, ScoredArticle)}
+    ra, rb = recs["00000000000000aa"], recs["00000000000000bb"]
+    assert (ra["disposition"], ra["dedup_layer"], ra["changed"]) == ("revision", "title", ["body"])
+    assert (rb["disposition"], rb["dedup_layer"], rb["changed"]) == ("revision", "title", ["title", "body"])
+    validate("articles", orjson.dumps(rb))
+
+
 def test_digests_logic_counts_articles_late_for_a_closed_window() -> None:
     """metrics.LATE counts an article whose fetch time falls in a window already emitted."""
     from prometheus_client import REGISTRY

@@ -666,6 +666,13 @@ class Decision(NamedTuple):
     score: float = 0.0
 
 
+def title_layer_changes(new: StoryFeatures, old: StoryFeatures | None) -> list[str]:
+    """The ``changed`` fields of a title-layer revision (a new item of the same publisher whose
+    title matches a recent item's and whose body does not): ``title`` when the normalized titles
+    differ, and always ``body`` (that is what made it a revision, not a near duplicate)."""
+    return (["title"] if old is None or old.words != new.words else []) + ["body"]
+
+
 def title_similarity(a: StoryFeatures, b: StoryFeatures, config: StoryConfig) -> float:
     """Layer 3 similarity of two normalized titles with the configured measure."""
     if config.title_measure == "jaro_winkler":

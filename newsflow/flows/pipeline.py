@@ -44,7 +44,12 @@ from newsflow.core.hashing import shard_of
 from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.exact import DedupShard, dedup_shard_key
-from newsflow.dedup.stories import StoryAssigner, StoryFeatures, featurize_batch
+from newsflow.dedup.stories import (
+    StoryAssigner,
+    StoryFeatures,
+    featurize_batch,
+    title_layer_changes,
+)
 from newsflow.dedup.story_state import MemberRecords, StoryTracker
 from newsflow.digest.assemble import assemble_digest, next_memory
 from newsflow.digest.coverage import StoryCoverage
@@ -461,12 +466,16 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         exact = info.disposition in ("exact_duplicate", "revision")
         asg = self.assigner.assign(f, now_ms=None, duplicate_of=info.duplicate_of if exact else None)
         disposition, layer, dup = info.disposition, info.layer, info.duplicate_of
+        extra: JsonRecord = {}
         if info.disposition == "unique" and asg.disposition in ("near_duplicate", "same_event", "revision"):
             disposition, layer, dup = asg.disposition, asg.layer, asg.matched_ref
+            if disposition == "revision" and layer == "title":  # what differs from the item it revises
+                extra["changed"] = title_layer_changes(f, self.assigner.articles.get(dup or ""))
         tiers = self.tiers.setdefault(asg.story_id, set())
         if a.tier:
             tiers.add(a.tier)
         return article_record(a, info, x.seq, {
+            **extra,
             "disposition": disposition,
             "dedup_layer": layer,
             "duplicate_of": dup,
