@@ -146,3 +146,36 @@ def test_dedup_state_still_expires_after_the_story_horizon() -> None:
     s.advance(T0 + 90 * HOUR_MS)
     assert len(s) == 0 and s.by_url == {}
     assert s.process(_refetch(a, T0 + 90 * HOUR_MS)).disposition == "unique"
+
+
+def test_entries_keep_fingerprints_and_resume_from_snapshots_that_kept_the_values() -> None:
+    """An entry keeps an 8-byte fingerprint of each compared field (not the title, URL, body
+    hash, ...); a snapshot of before, which kept the values, resumes into the same decisions."""
+    import pickle
+
+    from newsflow.dedup.exact import COMPARED, Cluster, GuidEntry
+
+    a = replace(art("f1", "g1", "https://a.com/1", title="Old title", body="first body"), author="A. Writer",
+                categories=("world",))
+    s = DedupShard(72 * HOUR_MS)
+    s.process(a)
+    e = s.by_guid["g1"]
+    assert len(e.fps) == 8 * len(COMPARED) and not hasattr(e, "title")
+    # the layout of before: the values themselves, and a cluster with its stored version's fields
+    c_old = Cluster.__new__(Cluster)
+    c_old.__setstate__((None, {"root_id": e.cluster.root_id, "title": a.title, "url": a.url, "publisher": "f1",
+                               "feed_id": "f1", "tier": "T2", "published_ms": T0, "first_ms": T0, "last_ms": T0,
+                               "word_count": 2, "sightings": list(e.cluster.sightings), "revisions": 0}))
+    old = GuidEntry.__new__(GuidEntry)
+    old.__setstate__((None, {"article_id": e.article_id, "publisher": "f1", "content_hash": e.content_hash,
+                             "known_hashes": e.known_hashes, "title": a.title, "body_hash": stable_id(a.body_text),
+                             "url": a.canonical_url, "published_at": a.published_at, "author": a.author,
+                             "categories": a.categories, "media": (), "feeds": {"f1"}, "cluster": c_old,
+                             "revision_no": 0, "last_ms": T0, "copies": {}, "published_ms": T0}))
+    assert old.fps == e.fps
+    resumed = pickle.loads(pickle.dumps(s))
+    resumed.by_guid["g1"] = old
+    rev = replace(a, title="New title", body_text="second body", content_hash="h2", fetched_ms=T0 + HOUR_MS,
+                  fetched_at=ms_to_iso(T0 + HOUR_MS))
+    got, want = resumed.process(rev), s.process(rev)
+    assert got == want and want.disposition == "revision" and want.changed == ("title", "body")

@@ -23,7 +23,12 @@ story layer turned it into a fake ``revision`` that overwrote the original recor
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import xxhash
 
 from newsflow.core.hashing import shard_of, stable_id
 from newsflow.feeds.urls import canonicalize_url, registrable_domain
@@ -50,14 +55,10 @@ def dedup_shard_key(article: Article, shards: int) -> str:
 
 @dataclass(slots=True)
 class Cluster:
-    """A group of exact copies (layers 1–2): its stored version and every sighting."""
+    """A group of exact copies (layers 1–2): what the decisions read of its stored version
+    (word count, times) and every sighting (each record's ``seen_in``)."""
 
     root_id: str
-    title: str
-    url: str | None
-    publisher: str
-    feed_id: str
-    tier: str | None
     published_ms: int
     first_ms: int
     last_ms: int
@@ -68,6 +69,35 @@ class Cluster:
     def publishers(self) -> int:
         return len({s.publisher for s in self.sightings})
 
+    def __setstate__(self, state: Any) -> None:
+        """Snapshots name each slot; those of before also kept the stored version's title, URL,
+        publisher, feed and tier, which nothing read: dropped."""
+        _set_slots(self, state)
+
+
+#: the fields :func:`changed_fields` compares, in schema order; a :class:`GuidEntry` keeps an
+#: 8-byte fingerprint of each (``fps``), not the values: a title, a URL and a body hash per
+#: entry were most of the dedup state, and a revision only asks "did it change?"
+COMPARED = ("title", "body", "url", "published_at", "author", "categories", "media")
+_FP = 8
+
+
+def _fp(value: Any) -> bytes:
+    return xxhash.xxh3_64_digest(orjson.dumps(value))
+
+
+def _fps(title: str, body_hash: str, url: str | None, published_at: str, author: str | None,
+         categories: Sequence[str], media: Sequence[str]) -> bytes:
+    """The fingerprints of :data:`COMPARED`; the body's is its ``stable_id`` (as the entries of
+    earlier snapshots kept it)."""
+    return b"".join((_fp(title), bytes.fromhex(body_hash)[:_FP].ljust(_FP, b"\0"), _fp(url), _fp(published_at),
+                     _fp(author), _fp(list(categories)), _fp(list(media))))
+
+
+def article_fps(a: Article) -> bytes:
+    return _fps(a.title, stable_id(a.body_text), a.canonical_url, a.published_at, a.author, a.categories,
+                [m.url for m in a.media])
+
 
 @dataclass(slots=True)
 class GuidEntry:
@@ -75,13 +105,8 @@ class GuidEntry:
     publisher: str
     content_hash: str
     known_hashes: tuple[str, ...]
-    title: str
-    body_hash: str
-    url: str | None
-    published_at: str
-    author: str | None
-    categories: tuple[str, ...]
-    media: tuple[str, ...]
+    #: :func:`article_fps` of the stored version
+    fps: bytes
     feeds: set[str]
     cluster: Cluster
     revision_no: int
@@ -90,25 +115,31 @@ class GuidEntry:
     copies: dict[str, tuple[str, int]] = field(default_factory=dict)
     published_ms: int = 0
 
+    def __setstate__(self, state: Any) -> None:
+        """Snapshots name each slot; those of before kept the compared values themselves:
+        fingerprinted here, so a resumed shard decides as it would have."""
+        slots = state[1] if isinstance(state, tuple) else state
+        if "title" in slots:
+            slots = dict(slots)
+            slots["fps"] = _fps(*(slots.pop(k) for k in ("title", "body_hash", "url", "published_at", "author",
+                                                          "categories", "media")))
+        _set_slots(self, (None, slots))
 
-def changed_fields(old: GuidEntry, a: Article) -> tuple[str, ...]:
-    """Which fields a revision changed, in schema order."""
-    out = []
-    if old.title != a.title:
-        out.append("title")
-    if old.body_hash != stable_id(a.body_text):
-        out.append("body")
-    if old.url != a.canonical_url:
-        out.append("url")
-    if old.published_at != a.published_at:
-        out.append("published_at")
-    if old.author != a.author:
-        out.append("author")
-    if old.categories != a.categories:
-        out.append("categories")
-    if old.media != tuple(m.url for m in a.media):
-        out.append("media")
-    return tuple(out)
+
+def _set_slots(obj: Any, state: Any) -> None:
+    slots = state[1] if isinstance(state, tuple) else state
+    names = set(type(obj).__slots__)
+    for k, v in slots.items():
+        if k in names:
+            object.__setattr__(obj, k, v)
+
+
+def changed_fields(old: GuidEntry, a: Article | bytes) -> tuple[str, ...]:
+    """Which fields a revision changed, in schema order (``a``: the article or its
+    :func:`article_fps`)."""
+    new = a if isinstance(a, bytes) else article_fps(a)
+    return tuple(name for i, name in enumerate(COMPARED)
+                 if old.fps[i * _FP:(i + 1) * _FP] != new[i * _FP:(i + 1) * _FP])
 
 
 @dataclass(slots=True)
@@ -131,9 +162,7 @@ class DedupShard:
     def _entry(self, a: Article, cluster: Cluster) -> GuidEntry:
         return GuidEntry(
             article_id=a.article_id, publisher=a.publisher, content_hash=a.content_hash, known_hashes=(a.content_hash,),
-            title=a.title, body_hash=stable_id(a.body_text), url=a.canonical_url,
-            published_at=a.published_at, author=a.author, categories=a.categories,
-            media=tuple(m.url for m in a.media), feeds={a.feed_id}, cluster=cluster,
+            fps=article_fps(a), feeds={a.feed_id}, cluster=cluster,
             revision_no=0, last_ms=a.fetched_ms, published_ms=a.published_ms,
         )
 
@@ -159,7 +188,8 @@ class DedupShard:
                 c.sightings.append(self._sighting(a))
                 self.counters["exact_duplicate_guid"] += 1
                 return DedupInfo("exact_duplicate", "guid", c.root_id, seen_in=tuple(c.sightings))
-            changed = changed_fields(g, a)
+            fps = article_fps(a)
+            changed = changed_fields(g, fps)
             if a.publisher != g.publisher:
                 # another publisher's copy of the GUID with edits (syndication): a duplicate
                 # that says what differs; only the GUID's own publisher can revise the original.
@@ -180,16 +210,13 @@ class DedupShard:
             g.revision_no += 1
             g.content_hash = a.content_hash
             g.known_hashes = (a.content_hash, *g.known_hashes)[:KNOWN_HASHES]
-            g.title, g.body_hash, g.url = a.title, stable_id(a.body_text), a.canonical_url
-            g.published_at, g.author, g.categories = a.published_at, a.author, a.categories
+            g.fps = fps
             g.published_ms = max(g.published_ms, a.published_ms)
-            g.media = tuple(m.url for m in a.media)
             g.feeds.add(a.feed_id)
             if a.canonical_url and a.canonical_url not in self.by_url:
                 self.by_url[a.canonical_url] = c
             if c.root_id == g.article_id:
-                c.title, c.url, c.word_count = a.title, a.url, a.word_count
-                c.published_ms = a.published_ms
+                c.word_count, c.published_ms = a.word_count, a.published_ms
             c.revisions += 1
             if not any(s.feed_id == a.feed_id and s.article_id == a.article_id for s in c.sightings):
                 c.sightings.append(self._sighting(a))
@@ -204,14 +231,13 @@ class DedupShard:
             c2.sightings.append(self._sighting(a))
             preferred = a.word_count > c2.word_count
             if preferred:  # keep the version with more content (000 Step 3 layer 2)
-                c2.word_count, c2.title = a.word_count, a.title
+                c2.word_count = a.word_count
                 self.counters["url_duplicate_preferred"] += 1
             self.counters["exact_duplicate_url"] += 1
             return DedupInfo("exact_duplicate", "url", c2.root_id, preferred=preferred,
                              seen_in=tuple(c2.sightings))
         c = Cluster(
-            root_id=a.article_id, title=a.title, url=a.url, publisher=a.publisher, feed_id=a.feed_id,
-            tier=a.tier, published_ms=a.published_ms, first_ms=now, last_ms=now,
+            root_id=a.article_id, published_ms=a.published_ms, first_ms=now, last_ms=now,
             word_count=a.word_count, sightings=[self._sighting(a)],
         )
         self.by_guid[a.guid] = self._entry(a, c)
@@ -241,15 +267,6 @@ class DedupShard:
         for k in dead_urls:
             del self.by_url[k]
         self.counters["expired"] += len(dead) + len(dead_urls)
-
-    def clusters_first_seen_in(self, start_ms: int, end_ms: int) -> list[Cluster]:
-        """Live clusters whose first sighting falls in ``[start_ms, end_ms)`` (for digests)."""
-        seen: dict[str, Cluster] = {}
-        for g in self.by_guid.values():
-            c = g.cluster
-            if start_ms <= c.first_ms < end_ms:
-                seen[c.root_id] = c
-        return list(seen.values())
 
     def __len__(self) -> int:
         return len(self.by_guid)
