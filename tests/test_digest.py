@@ -36,6 +36,7 @@ from newsflow.digest.schedule import (
     SectionLimits,
 )
 from newsflow.text.entities import capitalized_phrases
+from newsflow.text.titles import short_headline
 from newsflow.text.tokenize import TextFeatures
 from newsflow.wire.contracts import validate
 
@@ -734,6 +735,51 @@ def test_label_names_the_entity_the_lead_headline_leaves_out():
     # a lead headline naming the entity is the label as it is
     [it] = _all_items(assemble_digest(recs[:3], WIN))
     assert it["label"] == it["lead"]["title"] == "White House to wind down virus task force"
+
+
+def test_label_never_cuts_inside_a_quotation():
+    """Real day (5 digests): the " - " inside the quotation was cut as a publisher suffix, and
+    the label, "Emotional abuse: ‘My fiance seemed perfect", said the opposite of the quote. A
+    label keeps the whole quotation, or closes what its cut leaves open."""
+    title = "Emotional abuse: ‘My fiance seemed perfect - but he wanted to control me’"
+    body = ("Emotional abuse can start with small things, a charity said. Her fiance checked her phone "
+            "and chose her friends.")
+    [it] = _all_items(assemble_digest([rec("apple", 0, 80, title=title, body_text=body)], WIN))
+    assert it["label"] == title
+    def label_headline(title: str) -> str:  # as digest labels shorten headlines
+        return short_headline(title, max_words=14)
+
+    # clause and word cuts too: never inside a quotation (nor brackets)
+    assert label_headline("Second deadly coronavirus peak CAN be stopped with UK's new 'test, track and "
+                          "trace' app") == "Second deadly coronavirus peak CAN be stopped with UK's new 'test, track and trace' …"
+    assert label_headline("'I love the battle, I have no fear' - Bess on England, the Ashes and enjoying "
+                          "on-field backchat") == "'I love the battle, I have no fear'"
+    assert label_headline("Florida preps for phase one of reopening amid coronavirus as DeSantis cites 'light "
+                          "at the end of the tunnel'") == ("Florida preps for phase one of reopening amid "
+                                                           "coronavirus as DeSantis cites 'light …'")
+    # a quotation or brackets that end within 3 words of the cut are finished rather than elided
+    assert label_headline("Trump says the US will have a COVID-19 vaccine 'by the end of the year'") == (
+        "Trump says the US will have a COVID-19 vaccine 'by the end of the year'")
+    assert label_headline("Twisting British thriller is the stuff of any parent's nightmares (and it's really, "
+                          "really good)").endswith("(and it's really, really good)")
+
+
+def test_label_never_ends_on_a_verb_whose_object_it_cuts_off():
+    """Real day: "What Kim Yo Jong's rise to the top says" (cut at " -- ") reads broken; the
+    headline is shortened by the other rules instead (the dashed aside left out, not the object
+    of "says"). An attribution after a comma ("…, OFWs say") is a whole clause."""
+    title = "What Kim Yo Jong's rise to the top says -- and doesn't say -- about being a woman in North Korea"
+    body = ("Kim Yo Jong, the sister of North Korean leader Kim Jong Un, has risen fast. Few women in North "
+            "Korea hold power.")
+    [it] = _all_items(assemble_digest([rec("apple", 0, 80, title=title, body_text=body)], WIN))
+    assert it["label"] == "What Kim Yo Jong's rise to the top says about being a woman …"
+    def label_headline(title: str) -> str:  # as digest labels shorten headlines
+        return short_headline(title, max_words=14)
+
+    assert label_headline("Virus peak has passed, health officials say - live updates") == (
+        "Virus peak has passed, health officials say")
+    assert label_headline("What the jobs report means - for workers, for the Fed and for the markets this "
+                          "week and next") == "What the jobs report means - for workers"
 
 
 def test_new_york_is_one_entity():

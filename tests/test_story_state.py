@@ -84,7 +84,8 @@ def test_a_label_entity_keeps_its_of_name() -> None:
     tr = StoryTracker()
     tr.observe(rec("a1", "s", T0, title="What Kim Yo Jong's rise to the top says -- and doesn't say"))
     (v,) = tr.flush()
-    assert v.label == "What Kim Yo Jong's rise to the top says"
+    # (a cut right after "says" cuts off its object: shown as a cut, "…", never as a sentence)
+    assert v.label == "What Kim Yo Jong's rise to the top says …"
 
 
 def test_story_expires_on_the_publication_clock_with_a_last_record() -> None:

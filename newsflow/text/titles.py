@@ -11,9 +11,10 @@ Everything here is pure and deterministic (no Python ``hash()``).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from newsflow.text.tokenize import light_stem
 
@@ -281,11 +282,112 @@ def _dangles(head: str) -> bool:
     return last in _DANGLING or not any(c.isalnum() for c in last)  # "… says -- …"
 
 
+#: verbs whose object follows them: a cut right after one leaves half a sentence ("What Kim Yo
+#: Jong's rise to the top says -- and doesn't say -- about being a woman in North Korea"); not
+#: "show" and "reveal", nouns as often ("… Thunder Of Niagara Show; Other air shows cancelled")
+_OBJECT_VERBS = frozenset({"says", "say", "means", "mean", "tells", "tell", "reveals", "shows"})
+#: an aside between two spaced dashes of the same kind ("says -- and doesn't say -- about")
+_DASH_ASIDE = re.compile(r"\s+(--|[–—])\s+((?:(?!\s(?:--|[–—])\s)\S+\s+){0,5}?\S+)\s+\1\s+")
+_CLOSERS = {"‘": "’", "“": "”", "(": ")", "[": "]"}
+#: a straight quote opening a quotation (not an apostrophe: "Jong's", "doesn't")
+_STRAIGHT_OPEN = re.compile(r"(?:^|(?<=[\s(\[‘“]))(['\"])(?=\w)")
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _spans(text: str) -> tuple[tuple[int, int], ...]:
+    """(opener, closer) offsets of the text's quotations and brackets (‘…’, “…”, "…", '…', (…),
+    […]); an opener the text never closes is none."""
+    out: list[tuple[int, int]] = []
+    for i, ch in enumerate(text):
+        close = _CLOSERS.get(ch)
+        if close is None:
+            continue
+        j = i + 1
+        while (j := text.find(close, j)) >= 0:
+            if not (close == "’" and j + 1 < len(text) and text[j + 1].isalpha()):  # "Europe’s"
+                out.append((i, j))
+                break
+            j += 1
+    for m in _STRAIGHT_OPEN.finditer(text):
+        q, i = m.group(1), m.start(1)
+        j = i + 1
+        while (j := text.find(q, j)) >= 0:
+            if not text[j - 1].isspace() and not (j + 1 < len(text) and text[j + 1].isalnum()):
+                out.append((i, j))
+                break
+            j += 1
+    return tuple(out)
+
+
+def _inside(text: str, k: int) -> list[tuple[int, int]]:
+    """The quotations and brackets of ``text`` a cut at offset ``k`` falls inside of."""
+    return [(i, j) for i, j in _spans(text) if i < k <= j]
+
+
+def _verb_cut(head: str) -> bool:
+    """A cut head ending on a verb that needs its object ("What X says"), not on an attribution
+    after a comma ("Virus peak has passed, WHO says")."""
+    last = (head.split() or [""])[-1]
+    if last.strip("\"'‘’“”").lower() not in _OBJECT_VERBS:
+        return False
+    before, comma, tag = head.rpartition(", ")
+    return not (comma and before and len(tag.split()) <= 4)
+
+
+def _clause_heads(t: str, max_words: int) -> Iterator[str]:
+    """The clause heads a headline can be cut to, in order: 3 to ``max_words`` words, not on a
+    dangling word or an abbreviation's period."""
+    for m in _CLAUSE.finditer(t):
+        head = t[: m.start()]
+        if m.group().lstrip().startswith(".") and head.rsplit(None, 1)[-1].lower() in _ABBREVIATIONS:
+            continue
+        n = len(head.split())
+        if n > max_words:
+            break
+        if n >= 3 and not _dangles(head):
+            yield head
+
+
+#: words a label may run over its length to finish a quotation its cut falls into
+_QUOTE_SLACK = 3
+
+
+def _word_cut(t: str, max_words: int) -> str:
+    """:func:`short_headline`'s last resort (the first ``max_words``
+    words, none dangling, and "…"), except inside a quotation or brackets: a cut there runs on
+    to the closing mark when that is at most ``_QUOTE_SLACK`` words further ("… vaccine 'by the
+    end of the year'"), else closes what it cut into after the "…" (a quotation's elision,
+    "… DeSantis cites 'light …'"): a label never leaves one open."""
+    toks = t.split()
+    cut = toks[:max_words]
+    while len(cut) > 3 and _dangles(" ".join(cut)):
+        cut.pop()
+    head = " ".join(cut).rstrip(",;:")
+    k = 0  # where the head ends in t (t's words are separated by single spaces)
+    for w in cut:
+        k = t.index(w, k) + len(w)
+    k -= len(" ".join(cut)) - len(head)
+    opened = sorted(_inside(t, k), reverse=True)  # the innermost first
+    if not opened:
+        return f"{head} …"
+    n = len(t[: opened[-1][1] + 1].split())  # the words up to the outermost closing mark
+    if n <= max_words + _QUOTE_SLACK:
+        return t if n == len(toks) else " ".join(toks[:n]).rstrip(",;:") + " …"
+    return f"{head} …" + "".join(t[j] for _, j in opened)
+
+
 def short_headline(title: str, max_words: int = 10) -> str:
     """A short form of a headline for a label: the publisher suffix (" - BBC News") dropped;
     when longer than ``max_words``, its first clause (up to ":", " - ", ";", ",", or a sentence's
     end) if that has 3+ words and does not end on a function word, else the first ``max_words``
-    words without trailing function words, and "…" (a visible cut, never a silent one).
+    words without trailing function words, and "…" (a visible cut, never a silent one). A cut
+    - never falls inside a quotation or brackets: the label keeps the whole quotation (half of
+      one misquotes: "Emotional abuse: ‘My fiance seemed perfect" from "… perfect - but he
+      wanted to control me’"), or, cut at ``max_words`` words, finishes it when it ends within
+      ``_QUOTE_SLACK`` words, else closes it after the "…" (:func:`_word_cut`);
+    - never ends on a verb whose object it cuts off ("What Kim Yo Jong's rise to the top says"):
+      the headline is shortened by the next rule instead, with an aside between spaced dashes
+      left out rather than its object ("… says about being a woman …").
 
     >>> short_headline("War in Iran costs $29 billion so far. And, students are finally improving in math", 14)
     'War in Iran costs $29 billion so far'
@@ -295,21 +397,21 @@ def short_headline(title: str, max_words: int = 10) -> str:
     'U.S. Sen. Smith and Gov. Jones agree on a plan …'
     """
     t = " ".join((title or "").split())
-    if len(t.split()) > 4:
-        t = _TITLE_TAIL.sub("", t)
-    toks = t.split()
-    if len(toks) <= max_words:
-        return t
-    for m in _CLAUSE.finditer(t):
-        head = t[: m.start()]
-        if m.group().lstrip().startswith(".") and head.rsplit(None, 1)[-1].lower() in _ABBREVIATIONS:
+    stripped = _TITLE_TAIL.sub("", t) if len(t.split()) > 4 else t
+    # a "suffix" inside a quotation, or after "says", is the headline's, not a publisher's
+    base = t if stripped != t and (_inside(t, len(stripped)) or _verb_cut(stripped)) else stripped
+    if len(base.split()) <= max_words:
+        return base
+    verb_cut = False
+    for head in _clause_heads(base, max_words):
+        if _inside(t, len(head)):
             continue
-        n = len(head.split())
-        if n > max_words:
-            break
-        if n >= 3 and not _dangles(head):
-            return head
-    cut = toks[:max_words]
-    while len(cut) > 3 and _dangles(" ".join(cut)):
-        cut.pop()
-    return " ".join(cut).rstrip(",;:") + " …"
+        if _verb_cut(head):
+            verb_cut = True
+            continue
+        return head
+    if verb_cut:  # "What X says -- and doesn't say -- about Y": without the aside
+        plain = _DASH_ASIDE.sub(" ", base)
+        if plain != base:
+            return short_headline(plain, max_words)
+    return _word_cut(base, max_words)
