@@ -193,3 +193,10 @@ def test_readme_paths_exist() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     paths = set(re.findall(r"`([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+\.py)`", text))
     assert paths and [p for p in sorted(paths) if not (ROOT / p).exists()] == []
+
+
+def test_every_command_has_an_example_in_its_help() -> None:
+    commands = parsers()
+    assert len(commands) >= 12
+    for name, p in commands:
+        assert p.epilog and "example" in p.epilog and "newsflow" in p.epilog, name

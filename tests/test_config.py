@@ -272,25 +272,6 @@ def test_unreachable_broker_is_one_line_within_the_timeout(how: str) -> None:
     assert KafkaSettings().timeout_s <= 15
 
 
-def test_every_command_has_an_example_in_its_help() -> None:
-    import argparse
-
-    from newsflow.cli.main import build_parser
-
-    def walk(p: argparse.ArgumentParser, name: str) -> list[tuple[str, argparse.ArgumentParser]]:
-        out = [(name, p)]
-        for a in p._actions:
-            if isinstance(a, argparse._SubParsersAction):
-                for n, sp in a.choices.items():
-                    out += walk(sp, f"{name} {n}")
-        return out
-
-    parsers = walk(build_parser(), "newsflow")
-    assert len(parsers) >= 12
-    for name, p in parsers:
-        assert p.epilog and "example" in p.epilog and "newsflow" in p.epilog, name
-
-
 def test_shipped_example_config_lists_every_default() -> None:
     example = Path(__file__).resolve().parents[1] / "config" / "newsflow.toml"
     assert load_settings(example, {}) == Settings()
