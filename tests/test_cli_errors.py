@@ -53,6 +53,12 @@ def test_demo_out_under_a_regular_file(tmp_path: Path, capsys: pytest.CaptureFix
     assert "output directory" in line
 
 
+def test_opml_export_into_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_line_error(capsys, main(["feeds", "export-opml", "--registry", str(ROOT / "config" / "feeds.toml"),
+                                        "-o", str(tmp_path / "nodir" / "feeds.opml")]))
+    assert "nodir" in line
+
+
 def test_replay_out_under_a_regular_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "file").write_text("x")
     write_archive(demo_payloads()[:3], tmp_path / "a.jsonl")

@@ -194,6 +194,8 @@ def cmd_import_opml(args: argparse.Namespace) -> int:
     if not args.registry:
         sys.stdout.write(dump_registry(new, header=f"imported from {Path(args.file).name}"))
         return 0
+    from newsflow.cli.digest import write_out
+
     merged, added = merge_feeds(list(existing), new)
     fresh = merged[len(existing):]
     path = Path(args.registry)
@@ -201,9 +203,9 @@ def cmd_import_opml(args: argparse.Namespace) -> int:
         old = path.read_text(encoding="utf-8")
         sep = "" if old.endswith("\n") or not old else "\n"
         block = dump_registry(fresh, header=f"imported from {Path(args.file).name}") if fresh else ""
-        path.write_text(old + sep + ("\n" + block if block else ""), encoding="utf-8")
+        write_out(str(path), old + sep + ("\n" + block if block else ""))
     else:
-        path.write_text(dump_registry(merged, header="newsflow feed registry"), encoding="utf-8")
+        write_out(str(path), dump_registry(merged, header="newsflow feed registry"))
     print(f"{added} feeds added, {len(new) - added} already present, {len(rejected)} refused -> {args.registry}")
     return 0
 
@@ -214,7 +216,9 @@ def cmd_export_opml(args: argparse.Namespace) -> int:
         return 2
     text = export_opml(registry.feeds)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        from newsflow.cli.digest import write_out
+
+        write_out(args.output, text)  # a path that cannot be written: one line, exit 2
     else:
         sys.stdout.write(text)
     return 0
