@@ -316,6 +316,24 @@ def test_episodes_of_a_dated_programme_are_not_one_story() -> None:
     assert len(set(_run(replace(TUNED, story_date_veto=False), EPISODES, step_ms=2 * HOUR_MS))) == 1
 
 
+EDITIONS = [  # one outlet's regional editions of two days: every word is shared but a place and the day
+    ("ed1", "TV Patrol Southern Mindanao - May 5, 2020", "ABS-CBN News", ""),
+    ("ed2", "TV Patrol North Mindanao - May 5, 2020", "ABS-CBN News", ""),
+    ("ed3", "TV Patrol North Luzon - May 5, 2020", "ABS-CBN News", ""),
+    ("ed4", "TV Patrol Panay - May 4, 2020", "ABS-CBN News", ""),
+    ("ed5", "TV Patrol North Mindanao - May 4, 2020", "ABS-CBN News", ""),
+]
+
+
+def test_regional_editions_of_one_day_are_not_one_story() -> None:
+    """Real 24-feed replay: "TV Patrol North Mindanao - May 5, 2020" and "TV Patrol North
+    Luzon - May 5, 2020" joined "TV Patrol Southern Mindanao - May 5, 2020" (same_event), and
+    the morning brief listed the story as an emerging topic. A short programme name ending in
+    its day is an episode of that name: another region's edition is another episode."""
+    assert len(set(_run(TUNED, EDITIONS, step_ms=HOUR_MS))) == 5  # (by days alone: 2)
+    assert len(set(_run(replace(TUNED, story_date_veto=False), EDITIONS, step_ms=HOUR_MS))) <= 2
+
+
 def test_the_date_veto_keeps_an_event_whose_titles_name_its_day() -> None:
     """Only titles that both name days, all different, are kept apart: an undated rewording
     and a rewording naming the same day still join."""
@@ -339,6 +357,10 @@ def test_story_state_days_survive_a_snapshot_and_a_merge() -> None:
     assert b.day_keys() == ("abs-cbn|4-20",)
     assert b.other_days("abs-cbn", ("4-21",)) and not b.other_days("abs-cbn", ("4-20", "4-21"))
     assert not b.other_days("abs-cbn", ())  # an undated title is never vetoed
+    # a day with a programme's name: another name of that day is another episode; no name matches any
+    b.add("abs-cbn", T0, {"patrol": 1.0}, 16, ("5-5@tv patrol north luzon",))
+    assert b.other_days("abs-cbn", ("5-5@tv patrol panay",)) and not b.other_days("abs-cbn", ("5-5",))
+    assert not b.other_days("abs-cbn", ("5-5@tv patrol north luzon",)) and not b.other_days("abs-cbn", ("4-20@x y",))
     old = StoryState.restore(a.snapshot()[:7])  # a snapshot from before the field
     assert old.day_keys() == () and not old.other_days("abs-cbn", ("4-21",))
     sa = StoryAssigner(TUNED)

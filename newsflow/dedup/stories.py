@@ -61,8 +61,8 @@ from newsflow.text.entities import (
 )
 from newsflow.text.titles import (
     content_tokens,
+    episode_keys,
     normalize_title,
-    title_dates,
     url_slug_tokens,
     word_shingles,
 )
@@ -473,7 +473,7 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
             sentences=tuple(sentence_key(x) for x in first_sentences(body)) if body else (),
             entities=tuple(sorted(entity_keys(ents))),
             terms=tuple(sorted(tf.items())),
-            dates=title_dates(a.title or "") if config.story_date_veto else (),
+            dates=episode_keys(a.title or "") if config.story_date_veto else (),
             **(_names(a.title or "", body, pubs[i]) if names_on else {}),
         ))
     return out
@@ -870,12 +870,19 @@ class StoryState:
     def other_days(self, publisher: str, dates: tuple[str, ...]) -> bool:
         """Whether a title of ``publisher`` naming ``dates`` is another episode than this
         story's: the story has titles of that publisher naming days, and none of them is one of
-        ``dates``."""
+        ``dates`` (:func:`~newsflow.text.titles.episode_keys`: a day with a programme's name is
+        another episode than the same day with another name; a day without one matches any)."""
         if not dates:
             return False
         head = publisher + "|"
-        own = [k for k in self.day_keys() if k.startswith(head)]
-        return bool(own) and not any(head + d in own for d in dates)
+        own = [k[len(head):].partition("@") for k in self.day_keys() if k.startswith(head)]
+        if not own:
+            return False
+        for d in dates:
+            day, _, name = d.partition("@")
+            if any(o_day == day and (not name or not o_name or name == o_name) for o_day, _, o_name in own):
+                return False
+        return True
 
     def snapshot(self) -> tuple[Any, ...]:
         return (self.story_id, self.first_ref, self.first_ms, self.last_ms, self.count,

@@ -22,6 +22,7 @@ __all__ = [
     "STOPWORDS",
     "char_shingles",
     "content_tokens",
+    "episode_keys",
     "normalize_title",
     "short_headline",
     "strip_title_affixes",
@@ -253,6 +254,36 @@ def title_dates(title: str) -> tuple[str, ...]:
         if 1 <= day <= 31:
             out.add(f"{_MONTHS[m.group(2).lower()]}-{day}")
     return tuple(sorted(out))
+
+
+#: a programme's upload: its name, at most this many words, then its day ("TV Patrol North
+#: Luzon - May 5, 2020"); one channel's regional editions of a day share all but a name
+_EPISODE_WORDS = 5
+_YEAR_END = re.compile(r"[\s,.]*\b(?:19|20)\d\d\s*[).]?\s*$")
+
+
+def episode_keys(title: str) -> tuple[str, ...]:
+    """:func:`title_dates`' day keys; when the title is a short name ending in its day, each
+    with that name after an "@" ("5-5@tv patrol north luzon"): the regional editions of one
+    day (TV Patrol North Luzon, North Mindanao, Southern Mindanao ...) are other episodes, as
+    the days of one programme are. A key without a name matches any name of its day.
+
+    >>> episode_keys("TV Patrol North Luzon - May 5, 2020")
+    ('5-5@tv patrol north luzon',)
+    >>> episode_keys("Covid-19: What happened on 6 May"), episode_keys("Trump says May 5 vote will go ahead as planned")
+    (('5-6@covid 19 what happened on',), ('5-5',))
+    """
+    days = title_dates(title)
+    if not days:
+        return days
+    t = _YEAR_END.sub("", title).rstrip(" )")
+    last = max((m for rx in (_DATE_MD, _DATE_DM) for m in rx.finditer(t)), key=lambda m: m.end(), default=None)
+    if last is None or last.end() != len(t):
+        return days
+    name = normalize_title(t[: last.start()]).split()
+    if not 2 <= len(name) <= _EPISODE_WORDS:
+        return days
+    return tuple(f"{d}@{' '.join(name)}" for d in days)
 
 
 # --- short headlines (labels) -----------------------------------------------------------------
