@@ -206,3 +206,43 @@ def test_every_command_has_an_example_in_its_help() -> None:
     assert len(commands) >= 12
     for name, p in commands:
         assert p.epilog and "example" in p.epilog and "newsflow" in p.epilog, name
+
+
+def _truncated_archive(tmp_path: Path) -> tuple[Path, int]:
+    """A .gz archive of the demo sample cut at two thirds (an interrupted download)."""
+    import gzip
+
+    from newsflow.wire.codec import encode_raw
+
+    lines = [encode_raw(p)[1] for p in demo_payloads()]
+    whole = gzip.compress(b"\n".join(lines) + b"\n")
+    f = tmp_path / "cut.jsonl.gz"
+    f.write_bytes(whole[: len(whole) * 2 // 3])
+    return f, len(lines)
+
+
+def test_replay_of_a_truncated_archive_reads_what_it_can(tmp_path: Path) -> None:
+    """`replay` counted the archive's lines first, with the reader that raised at the break: a
+    traceback before the flow ran. The count now stops at the break, and the flow dead-letters it."""
+    f, _ = _truncated_archive(tmp_path)
+    assert main(["replay", str(f), "--no-progress", "--out", str(tmp_path / "o")]) == 0
+    dls = [orjson.loads(x) for x in (tmp_path / "o" / "deadletter.jsonl").read_bytes().splitlines()]
+    assert [d["reason"] for d in dls].count("unreadable_archive") == 1
+    assert (tmp_path / "o" / "articles.jsonl").read_bytes()
+
+
+@pytest.mark.kafka
+def test_produce_of_a_truncated_archive_produces_what_it_can_and_says_where_it_broke(
+        kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import uuid
+
+    from tests.kafka_fixture import consume_all
+
+    f, total = _truncated_archive(tmp_path)
+    topic = f"feeds.raw.{uuid.uuid4().hex[:8]}"
+    cfg = tmp_path / "settings.toml"
+    cfg.write_text(f'[kafka.topics]\nraw = "{topic}"\n')
+    line = one_line_error(capsys, main(["produce", str(f), "--brokers", kafka_bootstrap, "--config", str(cfg)]))
+    assert "cut.jsonl.gz: unreadable after line" in line and "the lines before it were produced" in line
+    got = consume_all(kafka_bootstrap, topic)
+    assert 0 < len(got) < total

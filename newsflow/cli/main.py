@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -357,15 +358,27 @@ def cmd_import_uci(args: argparse.Namespace) -> int:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from newsflow.connectors.files import iter_archive
+    from newsflow.connectors.files import Unreadable, archive_lines
     from newsflow.connectors.topics import ensure_topics, produce_values
 
     settings = load_config(args)
     check_input(args.input)
     brokers = reachable_brokers(args, settings)
     ensure_topics(brokers, settings, partitions=args.partitions)
-    n = produce_values(brokers, settings.kafka.topics.raw, iter_archive(args.input))
+    breaks: list[str] = []
+
+    def lines() -> Iterator[bytes]:  # what can be read is produced; where a file broke off is said
+        for x in archive_lines(args.input):
+            if isinstance(x, Unreadable):
+                breaks.append(x.detail)
+            else:
+                yield x
+
+    n = produce_values(brokers, settings.kafka.topics.raw, lines())
     print(f"produced {n} raw payloads to {settings.kafka.topics.raw}")
+    if breaks:
+        msg = f"{'; '.join(breaks)} (the lines before it were produced)"
+        raise UserError(msg)
     return 0
 
 

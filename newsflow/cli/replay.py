@@ -60,9 +60,11 @@ class RunStats:
 
 
 def count_payloads(archive: str) -> int:
-    from newsflow.connectors.files import iter_archive
+    """The archive's lines, for the progress bar (where a file breaks off, the flow itself
+    reads what it can and dead-letters the break)."""
+    from newsflow.connectors.files import Unreadable, archive_lines
 
-    return sum(1 for _ in iter_archive(archive))
+    return sum(1 for x in archive_lines(archive) if not isinstance(x, Unreadable))
 
 
 def replay_once(archive: str, out_dir: Path, settings: Any, *, workers: int = 1, total: int | None = None,

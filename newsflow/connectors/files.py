@@ -49,33 +49,30 @@ def _open(path: Path) -> io.BufferedIOBase:
     return igzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")
 
 
-def iter_archive(path: str | os.PathLike[str]) -> Iterator[bytes]:
-    """Every non-blank line of the archive, in order (the bytes of one envelope each)."""
-    for f in archive_files(path):
-        with _open(f) as fh:
-            for line in fh:
-                line = line.rstrip(b"\r\n")
-                if line.strip():
-                    yield line
-
-
 #: the seq suffix of an archive file that could not be read to its end (a truncated or corrupt
 #: ``.gz``): the lines before the break are read, the parse step dead-letters this marker (its
 #: bytes: what broke, where) and the partition goes on with the next file
 UNREADABLE = "~unreadable"
 
 
-class _Unreadable:
+class Unreadable:
+    """Where an archive file breaks off: ``detail`` says which file, after which line, why."""
+
     __slots__ = ("detail",)
 
     def __init__(self, detail: str) -> None:
         self.detail = detail
 
 
-def _lines_or_breaks(path: str | os.PathLike[str]) -> Iterator[bytes | _Unreadable]:
-    """:func:`iter_archive`'s lines, and where a file breaks off (``EOFError`` of a truncated
-    gzip stream, a corrupt one's ``BadGzipFile`` / zlib error, an I/O error) one
-    :class:`_Unreadable` in place of the rest of that file."""
+class UnreadableArchiveError(ValueError):
+    """An archive file that breaks off (:func:`iter_archive`)."""
+
+
+def archive_lines(path: str | os.PathLike[str]) -> Iterator[bytes | Unreadable]:
+    """Every non-blank line of the archive, in order (the bytes of one envelope each), and where
+    a file breaks off (``EOFError`` of a truncated gzip stream, a corrupt one's ``BadGzipFile`` /
+    zlib error, an I/O error) one :class:`Unreadable` in place of the rest of that file; the
+    archive's next file is read as usual."""
     for f in archive_files(path):
         n = 0
         try:
@@ -86,7 +83,16 @@ def _lines_or_breaks(path: str | os.PathLike[str]) -> Iterator[bytes | _Unreadab
                     if line.strip():
                         yield line
         except (EOFError, OSError, zlib.error, ValueError) as e:  # (BadGzipFile is an OSError)
-            yield _Unreadable(f"{f.name}: unreadable after line {n}: {type(e).__name__}: {e}"[:1000])
+            yield Unreadable(f"{f.name}: unreadable after line {n}: {type(e).__name__}: {e}"[:1000])
+
+
+def iter_archive(path: str | os.PathLike[str]) -> Iterator[bytes]:
+    """:func:`archive_lines`' lines; a file that breaks off raises :class:`UnreadableArchiveError`
+    (after the lines before the break)."""
+    for x in archive_lines(path):
+        if isinstance(x, Unreadable):
+            raise UnreadableArchiveError(x.detail)
+        yield x
 
 
 def write_archive(payloads: list[RawPayload] | Iterator[RawPayload], path: str | os.PathLike[str]) -> int:
@@ -132,7 +138,7 @@ def partition_of(feed_id: str, partitions: int) -> str:
 class _ArchivePartition(StatefulSourcePartition[tuple[str, bytes], int]):
     def __init__(self, path: Path, resume: int | None, batch_size: int, part: str = ARCHIVE_PARTITION,
                  partitions: int = 1, end_marker: bool = True) -> None:
-        self._it = _lines_or_breaks(path)
+        self._it = archive_lines(path)
         self._pos = 0
         self._batch = batch_size
         self._part = part
@@ -150,7 +156,7 @@ class _ArchivePartition(StatefulSourcePartition[tuple[str, bytes], int]):
         for line in self._it:
             pos = self._pos
             self._pos += 1
-            if isinstance(line, _Unreadable):  # every partition reads the archive: one reports it
+            if isinstance(line, Unreadable):  # every partition reads the archive: one reports it
                 if self._part == ARCHIVE_PARTITION:
                     out.append((f"{self._part}:{pos:012d}:{UNREADABLE}", line.detail.encode()))
                 continue
