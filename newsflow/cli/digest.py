@@ -64,19 +64,8 @@ def not_found(file: str, digest_id: str | None, digests: list[dict[str, Any]]) -
     return f"no digest {digest_id!r} in {file} ({len(ids)} ids: {shown})"
 
 
-def write_out(path: str, text: str) -> None:
-    """Write the render; a path that cannot be written is a user mistake, not a traceback."""
-    from newsflow.cli.main import UserError
-
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as e:
-        msg = f"cannot write {path!r}: {e.strerror or e}"
-        raise UserError(msg) from None
-
-
 def cmd_render(args: argparse.Namespace) -> int:
-    from newsflow.cli.main import UserError
+    from newsflow.cli.main import UserError, write_out
 
     if not Path(args.file).is_file():
         msg = f"file {args.file!r} not found"

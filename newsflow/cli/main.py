@@ -54,6 +54,15 @@ def output_dir(path: str | Path) -> Path:
     return out
 
 
+def write_out(path: str, text: str) -> None:
+    """Write an output file; a path that cannot be written is a user mistake, not a traceback."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        msg = f"cannot write {path!r}: {e.strerror or e}"
+        raise UserError(msg) from None
+
+
 def workers_of(args: argparse.Namespace, settings: Any) -> int:
     """``--workers`` if given (it must be at least 1: 0 is a mistake, not "the default"),
     else ``flow.workers``."""

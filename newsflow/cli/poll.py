@@ -194,7 +194,7 @@ def cmd_import_opml(args: argparse.Namespace) -> int:
     if not args.registry:
         sys.stdout.write(dump_registry(new, header=f"imported from {Path(args.file).name}"))
         return 0
-    from newsflow.cli.digest import write_out
+    from newsflow.cli.main import write_out
 
     merged, added = merge_feeds(list(existing), new)
     fresh = merged[len(existing):]
@@ -216,7 +216,7 @@ def cmd_export_opml(args: argparse.Namespace) -> int:
         return 2
     text = export_opml(registry.feeds)
     if args.output:
-        from newsflow.cli.digest import write_out
+        from newsflow.cli.main import write_out
 
         write_out(args.output, text)  # a path that cannot be written: one line, exit 2
     else:
