@@ -18,6 +18,7 @@ from bytewax.testing import TestingSink, TestingSource, run_main
 
 from newsflow.config import DedupSettings, Settings, StorySettings
 from newsflow.core.alignment import END
+from newsflow.core.placement import key_name
 from newsflow.core.snapshot import SnapshotFormatError, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.feeds.normalize import normalize_payload
@@ -30,7 +31,9 @@ from newsflow.flows.pipeline import (
     ParseLogic,
     StoriesLogic,
     route_to_stories,
+    shard_keys,
     story_key,
+    story_keys,
 )
 from newsflow.model.messages import (
     Deduped,
@@ -84,12 +87,14 @@ def test_parse_logic_routes_articles_emits_health_deadletters_and_ticks() -> Non
         validate(o.topic, o.value)
     assert any(orjson.loads(o.value)["reason"] == "bad_envelope" for o in outputs if o.topic == "deadletter")
     arts = [m.item for m in routed if isinstance(m.item, ParsedArticle)]
-    assert arts and all(m.shard in ("dd000", "dd001") for m in routed)
+    dd = shard_keys(SETTINGS)  # placed keys of the shards dd000 and dd001
+    assert [key_name(k) for k in dd] == ["dd000", "dd001"]
+    assert arts and all(m.shard in dd for m in routed)
     # one tick per shard per crossed minute, before the payload's items (whose epoch is that
     # minute), and one END tick per shard at the end of the partition
     ticks = [m for m in routed if isinstance(m.item, Tick) and m.item.bucket != END]
-    assert len(ticks) == 2 * len(payloads) and {m.shard for m in ticks} == {"dd000", "dd001"}
-    assert [m.shard for m in routed[-2:] if isinstance(m.item, Tick) and m.item.bucket == END] == ["dd000", "dd001"]
+    assert len(ticks) == 2 * len(payloads) and {m.shard for m in ticks} == set(dd)
+    assert [m.shard for m in routed[-2:] if isinstance(m.item, Tick) and m.item.bucket == END] == dd
     first = [m.item for m in routed[:4]]
     assert all(isinstance(x, Tick) for x in first[:2]) and isinstance(first[2], ParsedArticle)
     assert first[2].epoch == first[0].bucket == payloads[0].fetched_at_ms // 60_000
@@ -170,14 +175,16 @@ def test_stories_logic_releases_only_when_every_dedup_shard_ticked() -> None:
     assert len(recs) == len(items) and isinstance(both[-1][1], ShardWatermark)
     for r in recs:
         validate("articles", orjson.dumps(r))
-        assert r["topic_id"].startswith(story_key(next(a for _, a in arts if a.article_id == r["article_id"]),
-                                                  SETTINGS) + "/")
+        assert r["topic_id"].startswith(key_name(story_key(next(a for _, a in arts if a.article_id == r["article_id"]),
+                                                           SETTINGS)) + "/")
 
 
 def test_route_to_stories_broadcasts_ticks_and_keys_articles_by_category() -> None:
     route = route_to_stories(Settings(stories=StorySettings(shards=4)))
     tick = Tick(1, 1)
-    assert route(("dd001", tick)) == [(k, Tick(1, 1, "dd001")) for k in ("st00", "st01", "st02", "st03")]
+    got = route(("dd001@5", tick))  # a placed key: the tick names its source by the shard's name
+    assert got == [(k, Tick(1, 1, "dd001")) for k in story_keys(Settings(stories=StorySettings(shards=4)))]
+    assert [key_name(k) for k, _ in got] == ["st00", "st01", "st02", "st03"]
     (_, a), *_ = demo_articles(1)
     items, _ = _deduped([(0, a)])
     [(k, v)] = route(("dd001", items[0][1]))
@@ -191,8 +198,8 @@ def test_feed_reliability_reaches_articles_in_every_story_shard() -> None:
     (t, a), *_ = demo_articles(1)
     health = HealthReport("0000:000000000000:~", {"feed_id": a.feed_id, "reliability": 0.5, "at": "x"})
     routed = route_to_stories(settings)(("dd000", health))
-    assert sorted(k for k, _ in routed) == ["st00", "st01", "st02", "st03"]
-    assert [k for k, v in routed if v.report] == ["st00"]
+    assert sorted(key_name(k) for k, _ in routed) == ["st00", "st01", "st02", "st03"]
+    assert [key_name(k) for k, v in routed if v.report] == ["st00"]
     dedup = DedupLogic(settings, None, False)
     art = Deduped("0000:000000000001:00000", a, dedup.shard.process(a))
     for k, h in routed:
@@ -203,7 +210,7 @@ def test_feed_reliability_reaches_articles_in_every_story_shard() -> None:
         [rec] = [m.record for m in out if isinstance(m, ScoredArticle)]
         full = {"T1": 95.0, "T2": 80.0, "T3": 65.0, "T4": 50.0, "T5": 30.0}.get(a.tier, 50.0)
         assert rec["importance_components"]["authority"] == full * 0.5, k
-        assert any(isinstance(m, HealthReport) for m in out) == (k == "st00")
+        assert any(isinstance(m, HealthReport) for m in out) == (key_name(k) == "st00")
 
 
 def test_digests_logic_closes_windows_on_the_minimum_shard_watermark() -> None:

@@ -32,6 +32,7 @@ from confluent_kafka import KafkaError as CKafkaError
 
 from newsflow.config import Settings
 from newsflow.connectors.topics import producer_config
+from newsflow.core.placement import input_keys
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
 from newsflow.model.messages import Output
@@ -265,13 +266,16 @@ def kafka_raw_input(
     consumer errors -> dead letters."""
     src = RawKafkaSource(brokers, settings.kafka.topics.raw, tail=tail, timeout_s=settings.kafka.timeout_s,
                          add_config=add_config, batch_size=1000)
-    keys = [f"p{int(p.split('-', 1)[0]):04d}" for p in src.list_parts()]
+    # the parse step of a partition runs on the worker that reads it (newsflow.core.placement)
+    pkeys = {int(p.split("-", 1)[0]): k for p, k in input_keys(
+        {p: f"p{int(p.split('-', 1)[0]):04d}" for p in src.list_parts()}).items()}
+    keys = list(pkeys.values())
     items = _raw_source("kafka_raw_in", flow, src)
     split = op.branch("kafka_raw_split", items, lambda m: isinstance(m, KafkaSourceMessage))
 
     def keyed(msg: Any) -> tuple[str, tuple[str, bytes]]:
         metrics.input_read(msg.partition, msg.offset)  # consumer lag (connectors.observability)
-        return (f"p{msg.partition:04d}", (f"{msg.partition:04d}:{msg.offset:012d}", msg.value or b""))
+        return (pkeys[msg.partition], (f"{msg.partition:04d}:{msg.offset:012d}", msg.value or b""))
 
     errs = op.map("kafka_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
     op.output("kafka_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config),

@@ -19,7 +19,9 @@ FORMAT = "newsflow-state"
 #: bump when a step's fields change meaning (adding a field does not need a bump)
 #: 2: input partitions merged on event time (dedup/story shards buffer by epoch), one digest step
 #: per type, story merges and the remembered redundancy rate in the story assigner
-VERSION = 2
+#: 3: the steps' keys are placed on workers (``newsflow.core.placement``): a store of version 2
+#: keeps its state under the old key names, which no item reaches any more
+VERSION = 3
 
 #: what a step's ``snapshot()`` returns and its builder gets back: the dict, or its pickle
 Snapshot = bytes | dict[str, Any]
