@@ -29,6 +29,20 @@ def _rotl(x: int, b: int) -> int:
     return ((x << b) | (x >> (64 - b))) & _M
 
 
+def _sipround(v0: int, v1: int, v2: int, v3: int) -> tuple[int, int, int, int]:
+    v0 = (v0 + v1) & _M
+    v1 = _rotl(v1, 13) ^ v0
+    v0 = _rotl(v0, 32)
+    v2 = (v2 + v3) & _M
+    v3 = _rotl(v3, 16) ^ v2
+    v0 = (v0 + v3) & _M
+    v3 = _rotl(v3, 21) ^ v0
+    v2 = (v2 + v1) & _M
+    v1 = _rotl(v1, 17) ^ v2
+    v2 = _rotl(v2, 32)
+    return v0, v1, v2, v3
+
+
 def siphash13(data: bytes, k0: int = 0, k1: int = 0) -> int:
     """SipHash-1-3 with keys ``k0``, ``k1`` (Rust's ``DefaultHasher`` uses 0, 0).
 
@@ -44,30 +58,11 @@ def siphash13(data: bytes, k0: int = 0, k1: int = 0) -> int:
     words = [int.from_bytes(data[i:i + 8], "little") for i in range(0, end, 8)]
     words.append(((n & 0xFF) << 56) | int.from_bytes(data[end:], "little"))
     for m in words:
-        v3 ^= m
-        v0 = (v0 + v1) & _M
-        v1 = _rotl(v1, 13) ^ v0
-        v0 = _rotl(v0, 32)
-        v2 = (v2 + v3) & _M
-        v3 = _rotl(v3, 16) ^ v2
-        v0 = (v0 + v3) & _M
-        v3 = _rotl(v3, 21) ^ v0
-        v2 = (v2 + v1) & _M
-        v1 = _rotl(v1, 17) ^ v2
-        v2 = _rotl(v2, 32)
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3 ^ m)
         v0 ^= m
     v2 ^= 0xFF
     for _ in range(3):
-        v0 = (v0 + v1) & _M
-        v1 = _rotl(v1, 13) ^ v0
-        v0 = _rotl(v0, 32)
-        v2 = (v2 + v3) & _M
-        v3 = _rotl(v3, 16) ^ v2
-        v0 = (v0 + v3) & _M
-        v3 = _rotl(v3, 21) ^ v0
-        v2 = (v2 + v1) & _M
-        v1 = _rotl(v1, 17) ^ v2
-        v2 = _rotl(v2, 32)
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     return v0 ^ v1 ^ v2 ^ v3
 
 
