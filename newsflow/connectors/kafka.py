@@ -267,8 +267,8 @@ def kafka_raw_input(
     src = RawKafkaSource(brokers, settings.kafka.topics.raw, tail=tail, timeout_s=settings.kafka.timeout_s,
                          add_config=add_config, batch_size=1000)
     # the parse step of a partition runs on the worker that reads it (newsflow.core.placement)
-    pkeys = {int(p.split("-", 1)[0]): k for p, k in input_keys(
-        {p: f"p{int(p.split('-', 1)[0]):04d}" for p in src.list_parts()}).items()}
+    number = {p: int(p.split("-", 1)[0]) for p in src.list_parts()}  # "3-feeds.raw" -> 3
+    pkeys = {number[p]: k for p, k in input_keys({p: f"p{n:04d}" for p, n in number.items()}).items()}
     keys = list(pkeys.values())
     items = _raw_source("kafka_raw_in", flow, src)
     split = op.branch("kafka_raw_split", items, lambda m: isinstance(m, KafkaSourceMessage))
