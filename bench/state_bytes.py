@@ -11,6 +11,9 @@ steps, whose longest window is the weekly roundup) and all steps' bytes by the a
 longest window. Pickled bytes: what recovery writes and a restarted process reads back; in
 memory a Python object takes more (``bench/story_state_bytes.py`` traces the story assigner's).
 
+Each step also says how many articles its state holds (``articles_held``: its own window, on
+its own clock) and its bytes per held article.
+
 ``--until ISO`` replays only the polls fetched before that instant, so the state can be read at
 a chosen phase of the windows: e.g. just before a weekly roundup closes, when its step holds a
 whole week.
@@ -51,6 +54,39 @@ def snapshot_bytes(recovery: Path) -> dict[str, int]:
     return dict(out)
 
 
+def held_articles(recovery: Path) -> dict[str, int]:
+    """step name -> the articles its keys' latest snapshots hold: the story assigners' article
+    features, the dedup shards' GUID entries, the digest steps' entries. Each step keeps them on
+    its own clock and rule (stories: 72 h of publication time, in 12 h slabs; dedup: 72 h after
+    the last sighting, and 84 h after publication), which the fetch-time window of
+    ``articles_in_window`` only approximates."""
+    import pickle
+
+    latest: dict[tuple[str, str], tuple[int, bytes | None]] = {}
+    for db in sorted(recovery.glob("part-*.sqlite3")):
+        with sqlite3.connect(db) as con:
+            for step, key, epoch, ser in con.execute("SELECT step_id, state_key, snap_epoch, ser_change FROM snaps"):
+                if (step, key) not in latest or latest[(step, key)][0] < epoch:
+                    latest[(step, key)] = (epoch, ser)
+    out: collections.Counter[str] = collections.Counter()
+    for (step, _), (_, ser) in latest.items():
+        if ser is None:
+            continue
+        snap = pickle.loads(ser)
+        if isinstance(snap, bytes | bytearray):
+            snap = pickle.loads(snap)
+        if not isinstance(snap, dict) or "state" not in snap:
+            continue
+        st, name = snap["state"], step.split(".")[1]
+        if "assigner" in st:
+            out[name] += len(st["assigner"].articles)
+        elif "shard" in st:
+            out[name] += len(st["shard"].by_guid)
+        elif "buckets" in st:
+            out[name] += sum(len(v) for v in st["buckets"].values())
+    return dict(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("archive")
@@ -71,6 +107,7 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "newsflow.cli.main", "demo", "--input", archive, "--out", str(out),
                     "--recovery-dir", str(rec)], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
     by_step = snapshot_bytes(rec)
+    held = held_articles(rec)
     fetched = sorted(iso_to_ms(orjson.loads(x)["fetched_at"]) for x in (out / "articles.jsonl").open("rb"))
     end = fetched[-1]
     s = Settings()
@@ -87,8 +124,12 @@ def main() -> None:
             continue
         w = windows.get(step, week)
         k = live(w)
-        rows.append({"step": step, "bytes": n, "window_hours": w / HOUR_MS, "articles_in_window": k,
-                     "bytes_per_article": round(n / max(k, 1))})
+        row = {"step": step, "bytes": n, "window_hours": w / HOUR_MS, "articles_in_window": k,
+               "bytes_per_article": round(n / max(k, 1))}
+        if held.get(step):
+            row["articles_held"] = held[step]
+            row["bytes_per_article_held"] = round(n / held[step])
+        rows.append(row)
     total = sum(by_step.values())
     print(orjson.dumps({"archive": a.archive, "until": a.until, "article_records": len(fetched), "steps": rows,
                         "all_steps_bytes": total, "articles_in_longest_window": live(week),

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import HOUR_MS, ms_to_iso
-from newsflow.dedup.exact import DedupShard, dedup_shard_key
+from newsflow.dedup.exact import DedupShard, dedup_shard_key, state_key
 from newsflow.feeds.normalize import content_hash
 from newsflow.model.records import Article
 
@@ -159,7 +159,7 @@ def test_entries_keep_fingerprints_and_resume_from_snapshots_that_kept_the_value
                 categories=("world",))
     s = DedupShard(72 * HOUR_MS)
     s.process(a)
-    e = s.by_guid["g1"]
+    e = s.by_guid[state_key("g1")]
     assert len(e.fps) == 8 * len(COMPARED) and not hasattr(e, "title")
     # the layout of before: the values themselves, and a cluster with its stored version's fields
     c_old = Cluster.__new__(Cluster)
@@ -174,8 +174,33 @@ def test_entries_keep_fingerprints_and_resume_from_snapshots_that_kept_the_value
                              "revision_no": 0, "last_ms": T0, "copies": {}, "published_ms": T0}))
     assert old.fps == e.fps
     resumed = pickle.loads(pickle.dumps(s))
-    resumed.by_guid["g1"] = old
+    resumed.by_guid[state_key("g1")] = old
     rev = replace(a, title="New title", body_text="second body", content_hash="h2", fetched_ms=T0 + HOUR_MS,
                   fetched_at=ms_to_iso(T0 + HOUR_MS))
     got, want = resumed.process(rev), s.process(rev)
     assert got == want and want.disposition == "revision" and want.changed == ("title", "body")
+
+
+def test_shard_keys_guids_and_urls_by_digest_and_resumes_string_keyed_snapshots() -> None:
+    """The shard keeps 16-byte digests of GUIDs and canonical URLs, not the strings; a snapshot
+    of before (string keys) resumes into the same decisions."""
+    import pickle
+
+    url = "https://www.example.com/news/2014/03/11/a-rather-long-article-slug-as-real-feeds-have.html"
+    a = replace(art("f1", "https://www.example.com/?p=123456", url), url=url + "?utm_source=rss&utm_medium=feed")
+    s = DedupShard(72 * HOUR_MS)
+    assert s.process(a).disposition == "unique"
+    assert set(s.by_guid) == {state_key(a.guid)} and set(s.by_url) == {state_key(a.canonical_url)}
+    assert all(isinstance(k, bytes) and len(k) == 16 for k in [*s.by_guid, *s.by_url])
+    legacy = DedupShard.__new__(DedupShard)
+    slots = {k: getattr(s, k) for k in DedupShard.__slots__}
+    slots["by_guid"] = {a.guid: s.by_guid[state_key(a.guid)]}
+    slots["by_url"] = {a.canonical_url: s.by_url[state_key(a.canonical_url)]}
+    now = {k: getattr(s, k) for k in DedupShard.__slots__}
+    assert len(pickle.dumps(now)) < len(pickle.dumps(slots)) - 80
+    legacy.__setstate__((None, slots))
+    assert set(legacy.by_guid) == set(s.by_guid) and set(legacy.by_url) == set(s.by_url)
+    resumed = pickle.loads(pickle.dumps(legacy))
+    copy_other_guid = art("f2", "other-guid", url, t=T0 + HOUR_MS)
+    refetch = _refetch(a, T0 + 2 * HOUR_MS)
+    assert [resumed.process(x) for x in (copy_other_guid, refetch)] == [s.process(x) for x in (copy_other_guid, refetch)]

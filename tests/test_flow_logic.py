@@ -373,6 +373,9 @@ def test_old_positional_snapshots_are_refused_with_a_clear_message() -> None:
     older["version"] = 1  # the release before the event-time merge of partitions
     with pytest.raises(SnapshotFormatError, match=r"earlier release.*new recovery directory"):
         StoriesLogic(SETTINGS, older, False)
+    previous = make_snapshot(STEP_STORIES, {}, freeze=False)
+    previous["version"] = 3  # the layouts before the compact ones: read and converted on load
+    assert StoriesLogic(SETTINGS, previous, False).assigner.articles == {}
 
 
 def test_a_story_carried_by_one_organisations_feeds_has_one_publisher() -> None:

@@ -21,7 +21,12 @@ FORMAT = "newsflow-state"
 #: per type, story merges and the remembered redundancy rate in the story assigner
 #: 3: the steps' keys are placed on workers (``newsflow.core.placement``): a store of version 2
 #: keeps its state under the old key names, which no item reaches any more
-VERSION = 3
+#: 4: compact layouts (the story step's band index as arrays, its term statistics without their
+#: sums, dedup entries keyed by digests): an older release cannot read them, this one reads 3
+VERSION = 4
+#: the oldest version this release resumes from (the objects of version 3 convert themselves
+#: on load: their ``__setstate__`` reads the layout of before)
+MIN_VERSION = 3
 
 #: what a step's ``snapshot()`` returns and its builder gets back: the dict, or its pickle
 Snapshot = bytes | dict[str, Any]
@@ -58,7 +63,7 @@ def restore(step: str, resume: object) -> dict[str, Any]:
     if snap.get("step") != step:
         msg = f"step {step!r}: the recovery snapshot belongs to step {snap.get('step')!r}"
         raise SnapshotFormatError(msg)
-    if int(snap.get("version", 0)) < VERSION:
+    if int(snap.get("version", 0)) < MIN_VERSION:
         msg = (
             f"step {step!r}: the recovery snapshot has version {snap.get('version')}, from an earlier "
             f"release whose state layout differs (this release: {VERSION}); resume is refused: start "

@@ -39,6 +39,13 @@ from newsflow.model.records import Article, DedupInfo, Sighting
 KNOWN_HASHES = 4
 
 
+def state_key(text: str) -> bytes:
+    """The key a shard keeps a GUID or canonical URL under: its 16-byte xxh3-128 digest, not
+    the string (real GUIDs and URLs are often 60-150 characters, kept twice per article; a
+    collision needs ~2^64 keys in one shard's window)."""
+    return xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
+
+
 def dedup_shard_key(article: Article, shards: int) -> str:
     """Routing key of the dedup state for an article (stable across processes and runs).
 
@@ -150,11 +157,20 @@ class DedupShard:
     emit_repolls: bool = False
     #: kept this much longer than ``window_ms`` after publication (the story state's 12 h slab)
     story_margin_ms: int = 12 * 3_600_000
-    by_guid: dict[str, GuidEntry] = field(default_factory=dict)
-    by_url: dict[str, Cluster] = field(default_factory=dict)
+    #: :func:`state_key` of the GUID / of the canonical URL -> its entry / cluster
+    by_guid: dict[bytes, GuidEntry] = field(default_factory=dict)
+    by_url: dict[bytes, Cluster] = field(default_factory=dict)
     watermark: int = 0
     last_sweep: int = 0
     counters: Counter[str] = field(default_factory=Counter)
+
+    def __setstate__(self, state: Any) -> None:
+        """Snapshots of before keyed the entries by the GUID and URL strings: re-keyed here."""
+        _set_slots(self, state)
+        for name in ("by_guid", "by_url"):
+            d = getattr(self, name)
+            if any(isinstance(k, str) for k in d):
+                setattr(self, name, {state_key(k) if isinstance(k, str) else k: v for k, v in d.items()})
 
     def _sighting(self, a: Article) -> Sighting:
         return Sighting(a.feed_id, a.publisher, a.url or a.guid, a.fetched_at, a.article_id)
@@ -171,7 +187,8 @@ class DedupShard:
         now = a.fetched_ms
         if now > self.watermark:
             self.watermark = now
-        g = self.by_guid.get(a.guid)
+        gk = state_key(a.guid)
+        g = self.by_guid.get(gk)
         if g is not None:
             c = g.cluster
             g.last_ms = c.last_ms = max(c.last_ms, now)
@@ -213,8 +230,8 @@ class DedupShard:
             g.fps = fps
             g.published_ms = max(g.published_ms, a.published_ms)
             g.feeds.add(a.feed_id)
-            if a.canonical_url and a.canonical_url not in self.by_url:
-                self.by_url[a.canonical_url] = c
+            if a.canonical_url and (rk := state_key(a.canonical_url)) not in self.by_url:
+                self.by_url[rk] = c
             if c.root_id == g.article_id:
                 c.word_count, c.published_ms = a.word_count, a.published_ms
             c.revisions += 1
@@ -224,10 +241,11 @@ class DedupShard:
             dup_of = c.root_id if c.root_id != a.article_id else None
             return DedupInfo("revision", "guid", dup_of, changed=changed, seen_in=tuple(c.sightings),
                              revision_no=g.revision_no)
-        c2 = self.by_url.get(a.canonical_url) if a.canonical_url else None
+        uk = state_key(a.canonical_url) if a.canonical_url else None
+        c2 = self.by_url.get(uk) if uk is not None else None
         if c2 is not None:
             c2.last_ms = max(c2.last_ms, now)
-            self.by_guid[a.guid] = self._entry(a, c2)
+            self.by_guid[gk] = self._entry(a, c2)
             c2.sightings.append(self._sighting(a))
             preferred = a.word_count > c2.word_count
             if preferred:  # keep the version with more content (000 Step 3 layer 2)
@@ -240,9 +258,9 @@ class DedupShard:
             root_id=a.article_id, published_ms=a.published_ms, first_ms=now, last_ms=now,
             word_count=a.word_count, sightings=[self._sighting(a)],
         )
-        self.by_guid[a.guid] = self._entry(a, c)
-        if a.canonical_url:
-            self.by_url[a.canonical_url] = c
+        self.by_guid[gk] = self._entry(a, c)
+        if uk is not None:
+            self.by_url[uk] = c
         self.counters["unique"] += 1
         return DedupInfo("unique", None, None, seen_in=tuple(c.sightings))
 

@@ -24,6 +24,7 @@ event time of its slab. Hashes are stable (xxh3/sha1), never Python's ``hash()``
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -545,6 +546,17 @@ def key_shard(key: int, shards: int) -> int:
 # --- keyed state: one band/bucket shard ---------------------------------------------------
 
 
+#: the layout tag of a state pickled by its own ``__getstate__`` (before: ``(None, slots)``)
+_PACKED_V1 = 1
+
+
+def _narrow(a: array[int]) -> tuple[str, bytes]:
+    """(typecode, bytes) of non-negative ints in the narrowest unsigned array that holds them."""
+    top = max(a, default=0)
+    code = "B" if top < 1 << 8 else "H" if top < 1 << 16 else "I" if top < 1 << 32 else "Q"
+    return code, (a if a.typecode == code else array(code, a)).tobytes()
+
+
 class BandIndex:
     """Keyed state of one band/bucket shard: bucket key -> recent (ref, event time).
 
@@ -654,6 +666,57 @@ class BandIndex:
         idx = cls(window_ms, slab_ms, max_bucket)
         idx._slabs = {s: {k: v[0] if len(v) == 1 else list(v) for k, v in items} for s, items in slabs}
         return idx
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        """Pickled (recovery snapshots) as arrays per slab, not one int and one tuple per
+        bucket entry: the bucket keys (``uint64``), each bucket's length (0: a bare entry), the
+        indices of its entries, and the slab's distinct entries as refs and ``int64`` times
+        (100k UCI replay, the story step at its end: 3.37 MB -> 2.48 MB, 16 keys per article). Entries shared by several
+        buckets stay shared; dict order is kept, so a restored index looks up as the live one."""
+        slabs = []
+        for s, slab in self._slabs.items():
+            at: dict[int, int] = {}
+            ents: list[tuple[Any, int]] = []
+            lens = array("I")
+            idx = array("I")
+            for v in slab.values():
+                group = v if isinstance(v, list) else (v,)
+                lens.append(len(v) if isinstance(v, list) else 0)
+                for e in group:
+                    i = at.get(id(e))
+                    if i is None:
+                        i = at[id(e)] = len(ents)
+                        ents.append(e)
+                    idx.append(i)
+            slabs.append((s, array("Q", slab).tobytes(), *_narrow(lens), *_narrow(idx), [e[0] for e in ents],
+                          array("q", [e[1] for e in ents]).tobytes()))
+        return (_PACKED_V1, self.window_ms, self.slab_ms, self.max_bucket, slabs)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        if state[0] is None:  # pickled before __getstate__: (None, {slot: value})
+            for k, v in state[1].items():
+                setattr(self, k, v)
+            return
+        _, self.window_ms, self.slab_ms, self.max_bucket, packed = state
+        self._slabs = {}
+        for s, kb, lt, lb, it, ib, refs, tb in packed:
+            times, lens, idx = array("q"), array(lt), array(it)
+            times.frombytes(tb)
+            lens.frombytes(lb)
+            idx.frombytes(ib)
+            keys = array("Q")
+            keys.frombytes(kb)
+            ents = list(zip(refs, times, strict=True))
+            slab: dict[int, list[tuple[Any, int]] | tuple[Any, int]] = {}
+            j = 0
+            for k, n in zip(keys, lens, strict=True):
+                if n:
+                    slab[k] = [ents[i] for i in idx[j:j + n]]
+                    j += n
+                else:
+                    slab[k] = ents[idx[j]]
+                    j += 1
+            self._slabs[s] = slab
 
 
 # --- decisions ----------------------------------------------------------------------------
@@ -1229,6 +1292,24 @@ class _TermStats:
 
     def snapshot(self) -> tuple[Any, ...]:
         return tuple((s, c[0], tuple(d.items())) for s, (c, d) in sorted(self._slabs.items()))
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        """Pickled without ``df`` and ``n``: they are the sums of the slabs' counts, rebuilt on
+        load (``df`` was about half of this state in a snapshot)."""
+        return (_PACKED_V1, self.window_ms, self.slab_ms, self._slabs)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        if state[0] is None:  # pickled before __getstate__: (None, {slot: value})
+            for k, v in state[1].items():
+                setattr(self, k, v)
+            return
+        _, self.window_ms, self.slab_ms, self._slabs = state
+        self.df = Counter()
+        self.n = 0
+        for s in sorted(self._slabs):
+            count, sdf = self._slabs[s]
+            self.n += count[0]
+            self.df.update(sdf)
 
 
 @lru_cache(maxsize=1 << 18)
