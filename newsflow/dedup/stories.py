@@ -671,8 +671,9 @@ class BandIndex:
         """Pickled (recovery snapshots) as arrays per slab, not one int and one tuple per
         bucket entry: the bucket keys (``uint64``), each bucket's length (0: a bare entry), the
         indices of its entries, and the slab's distinct entries as refs and ``int64`` times
-        (100k UCI replay, the story step at its end: 3.37 MB -> 2.48 MB, 16 keys per article). Entries shared by several
-        buckets stay shared; dict order is kept, so a restored index looks up as the live one."""
+        (the 100k UCI replay's story step at its end: 3.37 -> 2.48 MB, 16 keys per article).
+        Entries shared by several buckets stay shared; dict order is kept, so a restored index
+        looks up as the live one."""
         slabs = []
         for s, slab in self._slabs.items():
             at: dict[int, int] = {}
