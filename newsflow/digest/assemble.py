@@ -130,7 +130,7 @@ class _Cluster:
 
 
 #: what the digest shows of an article: taken from the ``preferred`` URL-duplicate copy
-_SHOWN_FIELDS = ("title", "body_text", "url", "canonical_url", "word_count", "_bz", "_th", "_tc")
+_SHOWN_FIELDS = ("title", "body_text", "url", "word_count", "_bz", "_th", "_tc")
 
 
 def _preferred_copies(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:

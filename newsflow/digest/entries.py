@@ -42,9 +42,10 @@ from newsflow.text.tokenize import features_batch
 DIGEST_FIELDS = (
     "key", "article_id", "feed_id", "publisher", "tier", "url", "title", "published_at", "fetched_at",
     "disposition", "revision_no", "story_id", "story_publishers", "importance", "topic_id", "date_uncertain",
-    "canonical_url", "preferred", "duplicate_of", "word_count", "story_tiers", "importance_components",
-    "category",
+    "preferred", "duplicate_of", "word_count", "story_tiers", "importance_components", "category",
 )
+# (not ``canonical_url``: a digest item links ``url``, and the story coverage's publisher
+# families come with the record's digest view, so nothing read it: ~90 bytes of an entry)
 #: most frequent stems kept per article (title stems count title_weight times: kept first)
 TERMS_KEPT = 20
 #: body words kept for summaries (a weekly summary is 100-150 words: here 100-120)
@@ -105,8 +106,8 @@ def digest_entries(
         d["story_tiers"] = [sys.intern(t) for t in d["story_tiers"]] if d["story_tiers"] else d["story_tiers"]
         if isinstance(d["story_publishers"], list):  # only the count is read (as of the story's coverage)
             d["story_publishers"] = len(d["story_publishers"])
-        if d["canonical_url"] == d["url"]:
-            d["canonical_url"] = None
+        if d["article_id"] == d["key"]:  # (one string object: pickled once, kept once)
+            d["article_id"] = d["key"]
         for k in ("fetched", "published"):
             ms = r.get(f"{k}_ms")
             d[f"{k}_ms"] = ms if isinstance(ms, int) else _ms(r.get(f"{k}_at"))
