@@ -790,12 +790,15 @@ def _topic_corroboration(clusters: list[_Cluster], sel: _Selected, coverage: Sto
         if len(c.stories) < 2:
             continue
         covs = [(i, cov) for i in c.members if (cov := sel.coverage_of(i)) is not None]
-        pubs = {p for _, cov in covs for p in cov[0]}
-        tiers = {t for _, cov in covs for t in cov[1]}
+        # a story's members share one coverage object: each story's publishers read once
+        distinct = {id(cov): cov for _, cov in covs}
+        pubs = {p for cov in distinct.values() for p in cov[0]}
+        tiers = {t for cov in distinct.values() for t in cov[1]}
         topic = corroboration_score(len(pubs), len(tiers))
         best = c.score
-        for i, (own_pubs, own_tiers) in covs:
-            if topic <= corroboration_score(len(own_pubs), len(own_tiers)):
+        beaten = {k: topic <= corroboration_score(len(cov[0]), len(cov[1])) for k, cov in distinct.items()}
+        for i, cov in covs:
+            if beaten[id(cov)]:
                 continue
             rec = sel.base[i]
             imp = rescore(rec, publishers=len(pubs), tiers=len(tiers),
