@@ -320,6 +320,9 @@ def test_band_index_and_term_stats_pickle_packed_and_resume_alike() -> None:
         legacy = BandIndex.__new__(BandIndex)
         legacy.__setstate__(_slots_state(b))
         assert legacy._slabs == b._slabs and legacy.window_ms == b.window_ms
+    odd = BandIndex()
+    odd.insert([-1, "k", 1 << 70], "r", T0)  # keys no index here makes: pickled as before
+    assert pickle.loads(pickle.dumps(odd))._slabs == odd._slabs
     terms = sa.terms
     back_terms = pickle.loads(pickle.dumps(terms))
     assert back_terms.n == terms.n and +back_terms.df == +terms.df and back_terms.df == terms.df

@@ -673,7 +673,14 @@ class BandIndex:
         indices of its entries, and the slab's distinct entries as refs and ``int64`` times
         (the 100k UCI replay's story step at its end: 3.37 -> 2.48 MB, 16 keys per article).
         Entries shared by several buckets stay shared; dict order is kept, so a restored index
-        looks up as the live one."""
+        looks up as the live one. Keys outside ``uint64`` (never made by this module) keep the
+        layout of before."""
+        try:
+            return self._packed()
+        except (OverflowError, TypeError):
+            return (None, {k: getattr(self, k) for k in BandIndex.__slots__})
+
+    def _packed(self) -> tuple[Any, ...]:
         slabs = []
         for s, slab in self._slabs.items():
             at: dict[int, int] = {}
