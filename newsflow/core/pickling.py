@@ -50,3 +50,13 @@ def fast_pickle(cls: type[T]) -> type[T]:
 
     cls.__reduce__ = reduce  # type: ignore[method-assign]
     return cls
+
+
+def set_slots(obj: Any, state: Any) -> None:
+    """Restore a slotted object from the state pickle gave it before it had a ``__getstate__``
+    (``(None, {slot: value})``, or the dict alone); names that are no slots any more are dropped."""
+    slots = state[1] if isinstance(state, tuple) else state
+    names = set(type(obj).__slots__)
+    for k, v in slots.items():
+        if k in names:
+            object.__setattr__(obj, k, v)

@@ -31,6 +31,7 @@ import orjson
 import xxhash
 
 from newsflow.core.hashing import shard_of, stable_id
+from newsflow.core.pickling import set_slots
 from newsflow.feeds.urls import canonicalize_url, registrable_domain
 from newsflow.model.records import Article, DedupInfo, Sighting
 
@@ -79,7 +80,7 @@ class Cluster:
     def __setstate__(self, state: Any) -> None:
         """Snapshots name each slot; those of before also kept the stored version's title, URL,
         publisher, feed and tier, which nothing read: dropped."""
-        _set_slots(self, state)
+        set_slots(self, state)
 
 
 #: the fields :func:`changed_fields` compares, in schema order; a :class:`GuidEntry` keeps an
@@ -130,15 +131,7 @@ class GuidEntry:
             slots = dict(slots)
             slots["fps"] = _fps(*(slots.pop(k) for k in ("title", "body_hash", "url", "published_at", "author",
                                                           "categories", "media")))
-        _set_slots(self, (None, slots))
-
-
-def _set_slots(obj: Any, state: Any) -> None:
-    slots = state[1] if isinstance(state, tuple) else state
-    names = set(type(obj).__slots__)
-    for k, v in slots.items():
-        if k in names:
-            object.__setattr__(obj, k, v)
+        set_slots(self, (None, slots))
 
 
 def changed_fields(old: GuidEntry, a: Article | bytes) -> tuple[str, ...]:
@@ -166,10 +159,10 @@ class DedupShard:
 
     def __setstate__(self, state: Any) -> None:
         """Snapshots of before keyed the entries by the GUID and URL strings: re-keyed here."""
-        _set_slots(self, state)
+        set_slots(self, state)
         for name in ("by_guid", "by_url"):
             d = getattr(self, name)
-            if any(isinstance(k, str) for k in d):
+            if isinstance(next(iter(d), None), str):  # (a table's keys are all of one kind)
                 setattr(self, name, {state_key(k) if isinstance(k, str) else k: v for k, v in d.items()})
 
     def _sighting(self, a: Article) -> Sighting:

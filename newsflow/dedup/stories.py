@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Protocol
 import xxhash
 
 from newsflow.core.hashing import shard_of, stable_id
-from newsflow.core.pickling import fast_pickle
+from newsflow.core.pickling import fast_pickle, set_slots
 from newsflow.dedup.similarity import (
     compress_signature,
     first_sentences,
@@ -702,8 +702,7 @@ class BandIndex:
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         if state[0] is None:  # pickled before __getstate__: (None, {slot: value})
-            for k, v in state[1].items():
-                setattr(self, k, v)
+            set_slots(self, state)
             return
         _, self.window_ms, self.slab_ms, self.max_bucket, packed = state
         self._slabs = {}
@@ -1308,8 +1307,7 @@ class _TermStats:
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         if state[0] is None:  # pickled before __getstate__: (None, {slot: value})
-            for k, v in state[1].items():
-                setattr(self, k, v)
+            set_slots(self, state)
             return
         _, self.window_ms, self.slab_ms, self._slabs = state
         self.df = Counter()
