@@ -39,6 +39,19 @@ _GENERIC_TEXT = (
 )
 _GENERIC_CAPS = frozenset(_GENERIC_TEXT.split())
 _CAP_TOKEN = re.compile(r"[^\W\d_][\w&'’.-]*|\d[\w.,]*|[.!?:;,\"“”()\[\]|—–-]")
+#: the tokens of :data:`_CAP_TOKEN` with each run of tokens that start in lower case or a digit
+#: (and the commas between them) as one match: what :func:`capitalized_phrases` reads of such a
+#: run is that it ends any name and whether its last token ends a sentence. Exact for texts whose
+#: only capital letters are A-Z (:data:`_NON_ASCII` checks); the others take :data:`_CAP_TOKEN`.
+_LOWER_RUN_TOKEN = r"(?:[^\W\dA-Z_][\w&'’.-]*+|\d[\w.,]*+)"
+_CAP_EVENTS = (
+    r"[A-Z][\w&'’.-]*+"
+    rf"|{_LOWER_RUN_TOKEN}(?:[^\w.!?:;\"“”()\[\]|—–-]*+{_LOWER_RUN_TOKEN})*+"
+    r"|[.!?:;,\"“”()\[\]|—–-]"
+)
+_CAP_EVENT = re.compile(_CAP_EVENTS)
+_CAP_EVENT_ASCII = re.compile(_CAP_EVENTS, re.ASCII)  # the same on ASCII text, and faster
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _POSSESSIVE = re.compile(r"['’]s$")
 _INITIALS = re.compile(r"(?:[A-Za-z]\.)+")
 
@@ -54,6 +67,33 @@ def is_title_case(words: Sequence[str]) -> bool:
     """
     long = [w for w in words if len(w) > 3 and w[0].isalpha()]
     return len(long) >= 2 and sum(w[0].isupper() for w in long) >= 0.75 * len(long)
+
+
+def _cap_tokens(text: str) -> list[str]:
+    """The tokens :func:`capitalized_phrases` steps through: :data:`_CAP_TOKEN`'s, with each run
+    of lower-case and digit tokens as one (:data:`_CAP_EVENT`) when that is exact."""
+    if text.isascii():
+        return _CAP_EVENT_ASCII.findall(text)
+    if not any(c.isupper() for c in _NON_ASCII.findall(text)):
+        return _CAP_EVENT.findall(text)
+    return _CAP_TOKEN.findall(text)
+
+
+def _cap_word(tok: str) -> tuple[str, bool, bool, bool, bool]:
+    """What :func:`capitalized_phrases` reads of one capitalized token: ``(word, possessive,
+    a name word, the word "new", ends a sentence)``."""
+    poss = tok[-1] == "s" and _POSSESSIVE.search(tok) is not None
+    w = (_POSSESSIVE.sub("", tok) if poss else tok).strip(".-'’")
+    low = w.lower()
+    cap = bool(w) and w[0].isupper() and len(w) > 1
+    name = cap and low not in STOP_WORDS and low not in _GENERIC_CAPS
+    ends = tok[-1] in ".!?" and not _INITIALS.fullmatch(tok)
+    return w, poss, name, cap and low == "new", ends
+
+
+#: :func:`_cap_word` of the capitalized tokens seen (names and headline words recur); bounded
+_CAP_WORDS: dict[str, tuple[str, bool, bool, bool, bool]] = {}
+_CAP_WORDS_MAX = 1 << 17
 
 
 def capitalized_phrases(text: str, *, skip_initial: bool = True,
@@ -82,49 +122,48 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True,
                     skipped.append(run[0])
             run.clear()
 
-    toks = _CAP_TOKEN.findall(text)
+    toks = _cap_tokens(text)
+    memo = _CAP_WORDS
     for i, tok in enumerate(toks):
         if tok in '.!?:;|—–-"“”()[]':
-            close()
+            if run:
+                close()
             initial = tok in ".!?:;|"
             continue
         if tok == ",":
-            close()
+            if run:
+                close()
             continue
         if not tok[0].isupper():  # most words: no name (the general case below, taken short)
             if run:
                 close()
-            initial = False
-            if tok[-1] in ".!?" and not _INITIALS.fullmatch(tok):
-                initial = True
+            # a run of such tokens: its last one says whether a sentence ends
+            initial = tok[-1] in ".!?" and not _INITIALS.fullmatch(_CAP_TOKEN.findall(tok)[-1])
             continue
-        poss = tok[-1] == "s" and _POSSESSIVE.search(tok) is not None
-        w = (_POSSESSIVE.sub("", tok) if poss else tok).strip(".-'’")
-        low = w.lower()
-        nxt = toks[i + 1] if i + 1 < len(toks) else ""
-        if (
-            w
-            and w[0].isupper()
-            and (len(w) > 1)
-            and (
-                (low not in STOP_WORDS and low not in _GENERIC_CAPS)
-                # "New York", "New Zealand": a place name, not the generic "new"
-                or (low == "new" and nxt[:1].isupper() and nxt.lower() not in _GENERIC_CAPS)
-            )
-        ):
+        info = memo.get(tok)
+        if info is None:
+            if len(memo) >= _CAP_WORDS_MAX:
+                memo.clear()
+            info = memo[tok] = _cap_word(tok)
+        w, poss, name, new, ends = info
+        if name or (new and i + 1 < len(toks) and toks[i + 1][:1].isupper()
+                    # "New York", "New Zealand": a place name, not the generic "new"
+                    and toks[i + 1].lower() not in _GENERIC_CAPS):
             if not run:
                 run_initial = initial
             run.append(w)
             if poss:  # a possessive ends a name: "New Zealand's Covid-19 cases" names two things
                 close()
-        else:
+        elif run:
             close()
         initial = False
-        if tok[-1] in ".!?" and not _INITIALS.fullmatch(tok):
+        if ends:
             # "... data. Aftershocks of ..." -- the period came attached to the word
-            close()
+            if run:
+                close()
             initial = True
-    close()
+    if run:
+        close()
     return out
 
 
