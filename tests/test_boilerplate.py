@@ -108,12 +108,13 @@ def test_digest_entries_read_the_body_without_the_boilerplate() -> None:
              "publisher": a.publisher, "feed_id": a.feed_id} for a in arts]
     out = _to_digests(Settings(), None)([("st00", ScoredArticle(r, story_text=a.story_text))
                                           for r, a in zip(recs, arts, strict=True)])
-    [(_, batch)] = out  # one message for the digest steps
+    [(_, shared)] = out  # one message for the digest steps
+    batch = shared.obj
     assert isinstance(batch, Batch)
     for msg, a in zip(batch.items, arts, strict=True):
         kept = body_text(msg.message.entry)
         assert "flagship" not in kept and kept.split()[:3] == (a.story_text or "").split()[:3]
-    plain = _to_digests(Settings(), None)([("st00", ScoredArticle(recs[0]))])[0][1].message.entry
+    plain = _to_digests(Settings(), None)([("st00", ScoredArticle(recs[0]))])[0][1].obj.message.entry
     assert "flagship" in body_text(plain)  # a record without story_text: its own body
 
 

@@ -7,7 +7,8 @@ import pickle
 
 import pytest
 
-from newsflow.core.pickling import fast_pickle
+from newsflow.core import pickling
+from newsflow.core.pickling import Shared, fast_pickle
 from newsflow.dedup.stories import StoryFeatures
 from newsflow.model import messages, records
 from newsflow.model.messages import Batch, Deduped, FromShard, ScoredArticle, Tick
@@ -77,3 +78,35 @@ def test_refuses_classes_it_would_rebuild_wrongly() -> None:
     for c in (Derived, Checked):
         with pytest.raises(TypeError):
             fast_pickle(c)
+
+
+def test_shared_message_pickles_once_and_arrives_as_one_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message for several keys (the five digest steps): Bytewax pickles it for each key on
+    another process; its payload is pickled once, and the receiving process rebuilds one object
+    that every key's step gets."""
+    msg = Batch(tuple(FromShard("st01", ScoredArticle({"fetched_at": f"2026-01-01T00:00:0{i}Z"}, {"key": str(i)}))
+                      for i in range(3)))
+    calls: list[object] = []
+    dumps = pickle.dumps
+
+    def counting(obj: object, *a: object, **kw: object) -> bytes:
+        calls.append(obj)
+        return dumps(obj, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pickle, "dumps", counting)
+    shared = Shared(msg)
+    sent = [dumps(("digests@1", shared)) for _ in range(3)]  # three keys on one other process
+    assert [c for c in calls if c is msg] == [msg]  # the payload pickled once
+    monkeypatch.setattr(pickling, "_RECEIVED", type(pickling._RECEIVED)())
+    got = [pickle.loads(b)[1] for b in sent]
+    assert all(isinstance(g, Shared) for g in got)
+    assert got[0].obj == msg and got[0].obj is not msg
+    assert got[1].obj is got[0].obj and got[2].obj is got[0].obj  # one copy for every key's step
+    # a message with other contents is another object; the table keeps only the last few
+    other = pickle.loads(dumps(Shared(Batch((Tick(1, 2, "dd000"),)))))
+    assert other.obj == Batch((Tick(1, 2, "dd000"),)) and other.obj is not got[0].obj
+    assert pickle.loads(dumps(Shared(msg))).obj is got[0].obj  # the same contents: the same object
+    monkeypatch.setattr(pickling, "_RECEIVED_MAX", 1)
+    third = pickle.loads(dumps(Shared(Batch((Tick(3, 4, "dd001"),)))))
+    assert list(pickling._RECEIVED.values()) == [third.obj]
+    assert pickle.loads(dumps(Shared(msg))).obj is not got[0].obj  # forgotten: unpickled again

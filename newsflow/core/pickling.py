@@ -20,8 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import pickle
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+import xxhash
 
 T = TypeVar("T")
 
@@ -60,3 +65,54 @@ def set_slots(obj: Any, state: Any) -> None:
     for k, v in slots.items():
         if k in names:
             object.__setattr__(obj, k, v)
+
+
+class Shared:
+    """One message sent to several keys (the digest types' steps): pickled at most once per
+    process that sends it, unpickled at most once per process that receives it.
+
+    Bytewax pickles an item once for *each key* it goes to on another process, and the other
+    process unpickles a copy per key: a batch of digest entries for the five digest steps went
+    over twice or three times with two processes, and the receiving process kept a copy of each
+    entry per digest step. A :class:`Shared` caches its pickle on first use and is rebuilt, in
+    the receiving process, from a per-process table of what arrived (by the pickle's 128-bit
+    xxh3 digest): every step of that process gets the same object, as the steps of one process
+    do when nothing crosses. Within a process nothing is pickled at all. The receiving steps
+    take the message from :attr:`obj` and must not modify it (as before: a process's steps
+    always shared it).
+    """
+
+    __slots__ = ("_blob", "obj")
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self._blob: tuple[bytes, bytes] | None = None
+
+    def __reduce__(self) -> tuple[Callable[[bytes, bytes], Shared], tuple[bytes, bytes]]:
+        if self._blob is None:
+            data = pickle.dumps(self.obj, protocol=pickle.HIGHEST_PROTOCOL)
+            self._blob = (xxhash.xxh3_128_digest(data), data)
+        return _shared_from, self._blob
+
+
+#: what arrived as :class:`Shared` in this process, by digest (the last few: the other keys'
+#: copies of a message arrive together)
+_RECEIVED: OrderedDict[bytes, Any] = OrderedDict()
+_RECEIVED_MAX = 64
+_RECEIVED_LOCK = threading.Lock()
+
+
+def _shared_from(digest: bytes, data: bytes) -> Shared:
+    """Unpickles a :class:`Shared`: the object already received with this digest, or the
+    data's."""
+    with _RECEIVED_LOCK:
+        obj = _RECEIVED.get(digest, _RECEIVED)
+        if obj is not _RECEIVED:
+            _RECEIVED.move_to_end(digest)
+    if obj is _RECEIVED:
+        obj = pickle.loads(data)
+        with _RECEIVED_LOCK:
+            _RECEIVED[digest] = obj
+            while len(_RECEIVED) > _RECEIVED_MAX:
+                _RECEIVED.popitem(last=False)
+    return Shared(obj)

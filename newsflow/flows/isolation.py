@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from bytewax.operators import StatefulLogic
 
+from newsflow.core.pickling import Shared
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
 from newsflow.model.messages import Batch, Output
@@ -66,6 +67,8 @@ class Isolated(StatefulLogic[Any, Any, Any]):
         self.inner, self.stage, self.topic, self.max_original = inner, stage, topic, max_original
 
     def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
+        if isinstance(value, Shared):  # one message sent to several steps (never modified)
+            value = value.obj
         if not isinstance(value, Batch):
             return self._one(value)
         out: list[Any] = []  # each message of a batch on its own, as if it came alone

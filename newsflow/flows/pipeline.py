@@ -42,6 +42,7 @@ from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fet
 from newsflow.core.exactbytes import exact_size
 from newsflow.core.gctune import tune_gc
 from newsflow.core.hashing import shard_of
+from newsflow.core.pickling import Shared
 from newsflow.core.placement import input_keys, key_name, placed_key
 from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
@@ -745,7 +746,7 @@ def by_key(kvs: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return [(k, g[0] if len(g) == 1 else Batch(tuple(g))) for k, g in groups.items()]
 
 
-def _rekey(key: str) -> Callable[[tuple[str, DigestInput | Batch]], tuple[str, DigestInput | Batch]]:
+def _rekey(key: str) -> Callable[[tuple[str, DigestInput | Batch | Shared]], tuple[str, DigestInput | Batch | Shared]]:
     return lambda kv: (key, kv[1])
 
 
@@ -755,7 +756,7 @@ def _digests_builder(settings: Settings, recovery: bool, profiles: ProfilesConfi
 
 
 def _to_digests(settings: Settings, profiles: ProfilesConfig | None
-                ) -> Callable[[list[tuple[str, StoryOutput]]], list[tuple[str, FromShard | Batch]]]:
+                ) -> Callable[[list[tuple[str, StoryOutput]]], list[tuple[str, Shared]]]:
     """Story-shard outputs for the digest steps; an article's digest entry and publisher
     families are built here, once, where the story shard runs (not once per digest step), for a
     whole batch of records in one call (the text analysis is vectorized per call: ~2x cheaper
@@ -764,7 +765,7 @@ def _to_digests(settings: Settings, profiles: ProfilesConfig | None
     profile_terms = bool(profiles.with_digests) if profiles is not None else False
     family = families_of(settings).family
 
-    def route(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, FromShard | Batch]]:
+    def route(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, Shared]]:
         kept = [(k, m) for k, m in batch if not isinstance(m, StoryUpdate | MergedArticle)]
         # (without its feed's boilerplate: a channel's description under every video is not
         # what the video is about, for the topic clustering and the summary)
@@ -772,9 +773,11 @@ def _to_digests(settings: Settings, profiles: ProfilesConfig | None
                 for _, m in kept if isinstance(m, ScoredArticle)]
         entries = iter(digest_entries(arts, title_weight=cfg.title_weight, body_words=cfg.body_words,
                                       profile_terms=profile_terms) if arts else ())
-        return by_key((DIGESTS_KEY, FromShard(k, ScoredArticle(_digest_view(m.record, family), next(entries))
-                                              if isinstance(m, ScoredArticle) else
-                                              _slim(m) if isinstance(m, HealthReport) else m)) for k, m in kept)
+        # one message for the five digest steps: pickled once, not per step on another process
+        return [(k, Shared(v)) for k, v in by_key(
+            (DIGESTS_KEY, FromShard(k, ScoredArticle(_digest_view(m.record, family), next(entries))
+                                    if isinstance(m, ScoredArticle) else
+                                    _slim(m) if isinstance(m, HealthReport) else m)) for k, m in kept)]
 
     return route
 
