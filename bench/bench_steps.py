@@ -3,8 +3,10 @@ outside the steps (Bytewax's exchange of items between processes, routing maps, 
 
 Runs the file flow on an archive with 1 process, then with ``--procs N`` processes
 (``bytewax.testing.cluster_main`` on loopback), in one invocation, and prints per process its CPU
-seconds, each step's CPU (thread time inside the step's logic) and the rest. CPU, not wall time:
-it is what a busy machine cannot hide, and a step's CPU does not depend on the other processes.
+seconds, each step's CPU (thread time inside the step's logic), the rest, and what it pickled
+and unpickled to exchange items with the other processes (per kind of message: count, MB, CPU
+s). CPU, not wall time: it is what a busy machine cannot hide, and a step's CPU does not depend
+on the other processes.
 
     .venv/bin/python bench/bench_steps.py ../shared/data/real-feeds/npr-ars-wgrz_2026-02_08.feeds.raw.jsonl.gz
     .venv/bin/python bench/bench_steps.py --exchange     # Bytewax's own cost of one item crossing
@@ -37,6 +39,44 @@ ROOT = Path(__file__).resolve().parents[1]
 _CHILD = r'''
 import collections, json, sys, time
 sys.path.insert(0, sys.argv[4])
+# what Bytewax pickles to send items to other processes (it calls pickle.dumps / pickle.loads):
+# per kind of message, count, MB and CPU seconds of the outermost call (a Shared message's
+# payload, pickled inside it on first use, is counted as "payload" with no time of its own)
+import pickle
+pickles = collections.defaultdict(lambda: [0, 0, 0.0])
+depth = [0]
+_dumps, _loads = pickle.dumps, pickle.loads
+
+def kind(o):
+    if type(o).__name__ == "Shared":
+        o = o.obj
+    name = type(o).__name__
+    if name == "tuple" and len(o) == 2:
+        return kind(o[1])
+    if name == "Batch" and o.items:
+        first = o.items[0]
+        inner = getattr(first, "message", None)
+        return f"Batch[{type(first).__name__}" + (f"/{type(inner).__name__}]" if inner is not None else "]")
+    return name
+
+def counted(fn, label):
+    def wrapper(arg, *a, **kw):
+        depth[0] += 1
+        t = time.thread_time()
+        try:
+            out = fn(arg, *a, **kw)
+        finally:
+            depth[0] -= 1
+        dt = time.thread_time() - t
+        obj, data = (arg, out) if label == "dumps" else (out, arg)
+        row = pickles[(label if depth[0] == 0 else "payload " + label, kind(obj), type(obj).__name__ == "Shared")]
+        row[0] += 1
+        row[1] += len(data)
+        row[2] += dt if depth[0] == 0 else 0.0
+        return out
+    return wrapper
+
+pickle.dumps, pickle.loads = counted(_dumps, "dumps"), counted(_loads, "loads")
 from newsflow.flows import isolation
 cpu = collections.Counter()
 items = collections.Counter()
@@ -53,6 +93,7 @@ def timed(self, value):
         items[k] += 1
 
 isolation.Isolated.on_item = timed
+
 from bytewax.testing import cluster_main, run_main
 from flows.entry import file_flow
 pid, n, port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -65,6 +106,8 @@ else:
 total = time.process_time() - c0
 print(json.dumps({"proc": pid, "cpu_s": round(total, 2), "wall_s": round(time.perf_counter() - t0, 2),
                   "steps": {k: [round(v, 2), items[k]] for k, v in cpu.most_common()},
+                  "pickles": {f"{op} {k}{' (shared)' if sh else ''}": [n, round(b / 1e6, 2), round(t, 2)]
+                              for (op, k, sh), (n, b, t) in sorted(pickles.items(), key=lambda kv: -kv[1][2])},
                   "outside_steps_s": round(total - sum(cpu.values()), 2)}))
 '''
 

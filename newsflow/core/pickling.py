@@ -98,7 +98,7 @@ class Shared:
 #: what arrived as :class:`Shared` in this process, by digest (the last few: the other keys'
 #: copies of a message arrive together)
 _RECEIVED: OrderedDict[bytes, Any] = OrderedDict()
-_RECEIVED_MAX = 64
+_RECEIVED_MAX = 8
 _RECEIVED_LOCK = threading.Lock()
 
 
