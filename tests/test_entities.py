@@ -30,12 +30,9 @@ TRICKY = [
 
 def _token_by_token(text: str, **kw: object) -> tuple[list[str], list[str]]:
     lone: list[str] = []
-    orig = entities._cap_tokens
-    entities._cap_tokens = entities._CAP_TOKEN.findall  # type: ignore[assignment]
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(entities, "_cap_tokens", entities._CAP_TOKEN.findall)
         return capitalized_phrases(text, skipped=lone, **kw), lone  # type: ignore[arg-type]
-    finally:
-        entities._cap_tokens = orig
 
 
 def _same(texts: list[str]) -> None:
@@ -69,8 +66,8 @@ def test_real_headlines_and_bodies_scan_alike(shared_dir: Path) -> None:
     _same(texts)
 
 
-@pytest.mark.parametrize("size", [3])
-def test_token_memo_is_bounded(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+def test_token_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    size = 3
     monkeypatch.setattr(entities, "_CAP_WORDS_MAX", size)
     entities._CAP_WORDS.clear()
     got = capitalized_phrases("Barack Obama meets Angela Merkel and Francois Hollande in Berlin")

@@ -97,7 +97,7 @@ def test_shared_message_pickles_once_and_arrives_as_one_object(monkeypatch: pyte
     shared = Shared(msg)
     sent = [dumps(("digests@1", shared)) for _ in range(3)]  # three keys on one other process
     assert [c for c in calls if c is msg] == [msg]  # the payload pickled once
-    monkeypatch.setattr(pickling, "_RECEIVED", type(pickling._RECEIVED)())
+    monkeypatch.setattr(pickling, "_RECEIVED", type(pickling._RECEIVED)(8))
     got = [pickle.loads(b)[1] for b in sent]
     assert all(isinstance(g, Shared) for g in got)
     assert got[0].obj == msg and got[0].obj is not msg
@@ -106,7 +106,7 @@ def test_shared_message_pickles_once_and_arrives_as_one_object(monkeypatch: pyte
     other = pickle.loads(dumps(Shared(Batch((Tick(1, 2, "dd000"),)))))
     assert other.obj == Batch((Tick(1, 2, "dd000"),)) and other.obj is not got[0].obj
     assert pickle.loads(dumps(Shared(msg))).obj is got[0].obj  # the same contents: the same object
-    monkeypatch.setattr(pickling, "_RECEIVED_MAX", 1)
+    monkeypatch.setattr(pickling._RECEIVED, "size", 1)
     third = pickle.loads(dumps(Shared(Batch((Tick(3, 4, "dd001"),)))))
-    assert list(pickling._RECEIVED.values()) == [third.obj]
+    assert list(pickling._RECEIVED.data.values()) == [third.obj]
     assert pickle.loads(dumps(Shared(msg))).obj is not got[0].obj  # forgotten: unpickled again

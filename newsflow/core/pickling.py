@@ -21,12 +21,11 @@ from __future__ import annotations
 import dataclasses
 import operator
 import pickle
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import xxhash
+from newsflow.core.hashing import fingerprint
+from newsflow.core.memo import BoundedMemo
 
 T = TypeVar("T")
 
@@ -91,28 +90,16 @@ class Shared:
     def __reduce__(self) -> tuple[Callable[[bytes, bytes], Shared], tuple[bytes, bytes]]:
         if self._blob is None:
             data = pickle.dumps(self.obj, protocol=pickle.HIGHEST_PROTOCOL)
-            self._blob = (xxhash.xxh3_128_digest(data), data)
+            self._blob = (fingerprint(data), data)
         return _shared_from, self._blob
 
 
 #: what arrived as :class:`Shared` in this process, by digest (the last few: the other keys'
 #: copies of a message arrive together)
-_RECEIVED: OrderedDict[bytes, Any] = OrderedDict()
-_RECEIVED_MAX = 8
-_RECEIVED_LOCK = threading.Lock()
+_RECEIVED = BoundedMemo(8)
 
 
 def _shared_from(digest: bytes, data: bytes) -> Shared:
     """Unpickles a :class:`Shared`: the object already received with this digest, or the
     data's."""
-    with _RECEIVED_LOCK:
-        obj = _RECEIVED.get(digest, _RECEIVED)
-        if obj is not _RECEIVED:
-            _RECEIVED.move_to_end(digest)
-    if obj is _RECEIVED:
-        obj = pickle.loads(data)
-        with _RECEIVED_LOCK:
-            _RECEIVED[digest] = obj
-            while len(_RECEIVED) > _RECEIVED_MAX:
-                _RECEIVED.popitem(last=False)
-    return Shared(obj)
+    return Shared(_RECEIVED.get(digest, lambda: pickle.loads(data)))

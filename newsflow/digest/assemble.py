@@ -21,8 +21,8 @@ import itertools
 import struct
 import sys
 import threading
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter, methodcaller
 from typing import Any, overload
@@ -32,6 +32,7 @@ import scipy.sparse as sp
 import xxhash
 
 from newsflow.clustering.window import cluster_articles, story_groups_of, tfidf_from_counts
+from newsflow.core.memo import BoundedMemo
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
 from newsflow.digest.coverage import StoryCoverage
@@ -890,36 +891,12 @@ def _surface(forms: Counter[str]) -> str:
     return best[0][0]
 
 
-class _Memo:
-    """A bounded, thread-safe memo of pure text computations (least recently used out).
-
-    Digest windows overlap (rolling, morning, midday, evening, weekly): the same story, with the
-    same lead and members, is labelled and summarized again in every window that shows it. A
-    label, a summary or a topic's key stems depend only on the texts of the articles they read
-    and a few small arguments, so they are computed once per distinct input, keyed by a 128-bit
-    xxh3 digest of those texts (never ``hash()``). Outputs do not depend on the memo (a miss
-    recomputes the same value); values are immutable."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.data: OrderedDict[Any, Any] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: Any, make: Callable[[], Any]) -> Any:
-        with self.lock:
-            v = self.data.get(key)
-            if v is not None:
-                self.data.move_to_end(key)
-                return v
-        v = make()
-        with self.lock:
-            self.data[key] = v
-            if len(self.data) > self.size:
-                self.data.popitem(last=False)
-        return v
-
-
-_LABELS = _Memo(1 << 14)
+#: labels by the texts they read (:class:`~newsflow.core.memo.BoundedMemo`). Digest windows
+#: overlap (rolling, morning, midday, evening, weekly): the same story, with the same lead and
+#: members, is labelled again in every window that shows it. A label depends only on the texts of the
+#: articles it reads and a few small arguments, so it is computed once per distinct input, keyed
+#: by a 128-bit xxh3 digest of those texts (never ``hash()``).
+_LABELS = BoundedMemo(1 << 14)
 _U32 = struct.Struct("<I")
 
 
