@@ -7,6 +7,8 @@ articles below into one story.
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from newsflow.cli.main import run_file_flow
+from newsflow.core.timeutil import iso_to_ms
 from newsflow.dedup.stories import (
     HEADLINES_2014,
     HOUR_MS,
@@ -478,3 +481,113 @@ def test_a_storys_rare_names_lower_the_bar_for_its_columns_and_reactions() -> No
     assert len(set(_run(cfg, FERGUSON))) == 1
     assert len(set(_run(replace(cfg, story_name_boost=1.0), FERGUSON))) == 2
     assert len(set(_run(replace(cfg, story_name_rare_df=0.0), FERGUSON))) == 2  # nothing rare
+
+
+def _match_in_turn(vec, postings, stories, now_ms, config, generic=frozenset(), threshold=None,
+                   publisher=None, passing=None, dates=(), names=((), ()), rare_names=frozenset()):
+    """The centroid match as first written: every story that shares a term goes through the
+    vetoes, then the thresholds (the reference for the pruned :func:`match_story_centroid`)."""
+    dots: dict[str, float] = {}
+    spec: dict[str, float] = {}
+    concepts: dict[str, int] = {}
+    for t, sids in postings.items():
+        w = vec.get(t)
+        if w is None:
+            continue
+        for sid in sids:
+            st = stories.get(sid)
+            cw = st.centroid.get(t) if st is not None else None
+            if cw is not None:
+                dots[sid] = dots.get(sid, 0.0) + w * cw
+                if t not in generic:
+                    spec[sid] = spec.get(sid, 0.0) + w * cw
+                    concepts[sid] = concepts.get(sid, 0) + (-1 if "_" in t else 1)
+    best, best_s = None, 0.0
+    base = config.story_threshold if threshold is None else threshold
+    reach = config.story_merge_reach if passing is not None else 1.0
+    boost, min_shared = config.story_name_boost, config.story_name_min_shared
+    if boost == 1.0 or len(rare_names) < min_shared:
+        rare_names = frozenset()
+    for sid, dot in dots.items():
+        st = stories[sid]
+        if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
+            continue
+        if dates and st.other_days(publisher or "", dates):
+            continue
+        if config.story_name_veto and names[0] and st.names_other(*names):
+            continue
+        s = dot / st.count if config.story_score == "average" and st.count else dot / st.norm
+        decay = config.story_threshold_decay
+        thr = base * st.count ** -decay if decay else base
+        if config.same_publisher_factor != 1.0 and publisher is not None and st.publishers == {publisher}:
+            thr *= config.same_publisher_factor
+        if rare_names and len(st.name_keys()[0] & rare_names) >= min_shared:
+            thr *= boost
+        if s < thr:
+            if reach < 1.0 and s >= thr * reach:
+                passing.append(st)
+            continue
+        if config.story_min_average and dot < config.story_min_average * st.count:
+            continue
+        if config.story_min_specific and spec.get(sid, 0.0) < config.story_min_specific * st.norm:
+            continue
+        if config.story_min_concepts > 0 and concepts.get(sid, 0) < config.story_min_concepts:
+            continue
+        if passing is not None:
+            passing.append(st)
+        if s > best_s or (best is not None and s == best_s and (st.first_ms, st.story_id) < (best.first_ms, best.story_id)):
+            best, best_s = st, s
+    return best, best_s
+
+
+@pytest.mark.corpus
+def test_centroid_match_prunes_far_stories_without_changing_a_decision(
+        shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`match_story_centroid` drops stories below the lowest threshold before the date
+    and name vetoes and the name boost: on the labelled real day every call (story, score and
+    the stories passed for a merge) equals the match that checks every story in turn."""
+    import newsflow.dedup.stories as stories_mod
+    from newsflow.connectors.files import iter_archive
+    from newsflow.feeds.normalize import normalize_payload
+    from newsflow.wire.codec import decode_raw
+
+    real = stories_mod.match_story_centroid
+    seen = {"calls": 0, "candidates": 0, "passing": 0, "joined": 0, "vetoes": 0}
+
+    def both(vec, postings, stories, now_ms, config, generic=frozenset(), threshold=None,
+             publisher=None, passing=None, dates=(), names=((), ()), rare_names=frozenset()):
+        mine: list | None = [] if passing is not None else None
+        ref: list | None = [] if passing is not None else None
+        rest = (generic, threshold, publisher)
+        got = real(vec, postings, stories, now_ms, config, *rest, mine, dates, names, rare_names)
+        want = _match_in_turn(vec, postings, stories, now_ms, config, *rest, ref, dates, names, rare_names)
+        assert (got[0] and got[0].story_id, got[1]) == (want[0] and want[0].story_id, want[1])
+        assert [s.story_id for s in mine or ()] == [s.story_id for s in ref or ()]
+        if passing is not None:
+            passing.extend(mine or ())
+        seen["calls"] += 1
+        seen["candidates"] += len({sid for sids in postings.values() for sid in sids})
+        seen["passing"] += len(mine or ())
+        seen["joined"] += got[0] is not None
+        seen["vetoes"] += bool(dates) or bool(names[0])
+        return got
+
+    monkeypatch.setattr(stories_mod, "match_story_centroid", both)
+    # the labelled real day (the sparse regime, date and name vetoes) ...
+    day = shared_dir / "data" / "real-feeds" / "headlines-24feeds_2020-05-03_06.feeds.raw.jsonl.gz"
+    arts = [a for raw in iter_archive(day) for a in normalize_payload(decode_raw(raw)).articles]
+    arts.sort(key=lambda a: (a.fetched_ms, a.article_id))
+    assigner = StoryAssigner(TUNED)
+    for f in featurize_batch(arts, TUNED):
+        assigner.assign(f)
+    assert seen["calls"] > 1000 and seen["candidates"] > 20 * seen["calls"], seen
+    assert seen["joined"] > 200 and seen["vetoes"] > 1000, seen
+    # ... and UCI headlines (the dense regime: stories passed for a merge, decaying thresholds)
+    uci = shared_dir / "data" / "uci-news" / "uci_news_2014-03_05.daily_shuffled.jsonl.gz"
+    with gzip.open(uci) as fh:
+        rows = [json.loads(line) for line in itertools.islice(fh, 6000)]
+    inputs = [StoryInput(r["id"], r["title"], r["url"], r["source"], iso_to_ms(r["time"])) for r in rows]
+    assigner = StoryAssigner(TUNED)
+    for f in featurize_batch(inputs, TUNED):
+        assigner.assign(f)
+    assert seen["passing"] > 100, seen

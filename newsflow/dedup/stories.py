@@ -1075,24 +1075,28 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
     concepts: dict[str, int] = {}
     count_concepts = config.story_min_concepts > 0
     cents: dict[str, dict[str, float]] = {}
+    cents_get, dots_get, spec_get, stories_get = cents.get, dots.get, spec.get, stories.get
     for t, sids in postings.items():  # in the order of vec's terms
         w = vec.get(t)
         if w is None:
             continue
+        specific = t not in generic  # (per term, not per story: the same sums in the same order)
+        one = -1 if "_" in t else 1
         for sid in sids:
-            c = cents.get(sid)
+            c = cents_get(sid)
             if c is None:
-                st = stories.get(sid)
+                st = stories_get(sid)
                 if st is None:
                     continue
                 c = cents[sid] = st.centroid
             cw = c.get(t)
             if cw is not None:
-                dots[sid] = dots.get(sid, 0.0) + w * cw
-                if t not in generic:
-                    spec[sid] = spec.get(sid, 0.0) + w * cw
+                p = w * cw
+                dots[sid] = dots_get(sid, 0.0) + p
+                if specific:
+                    spec[sid] = spec_get(sid, 0.0) + p
                     if count_concepts:
-                        concepts[sid] = concepts.get(sid, 0) + (-1 if "_" in t else 1)
+                        concepts[sid] = concepts.get(sid, 0) + one
     best: StoryState | None = None
     best_s = 0.0
     base = config.story_threshold if threshold is None else threshold
@@ -1110,20 +1114,26 @@ def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterab
         st = stories[sid]
         if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
             continue
-        if dates and st.other_days(publisher or "", dates):
-            continue
-        if name_veto and st.names_other(*names):
-            continue
         s = dot / st.count if average and st.count else dot / st.norm
         thr = base * st.count ** -decay if decay else base
         if same_pub != 1.0 and publisher is not None and len(st.publishers) == 1 and \
                 publisher in st.publishers:
             thr *= same_pub
+        # most stories that share a term are far: dropped before the boost and the vetoes
+        # (which only drop), when below the lowest threshold the boost could give
+        if s < (thr * boost if boost < 1.0 else thr) * (reach if reach < 1.0 else 1.0):
+            continue
         if rare_names and len(st.name_keys()[0] & rare_names) >= min_shared:
             thr *= boost
-        if s < thr:
-            if reach < 1.0 and s >= thr * reach:  # near enough to be merged, not to be joined
-                passing.append(st)  # type: ignore[union-attr]
+        near = s < thr and reach < 1.0 and s >= thr * reach  # near enough to be merged, not joined
+        if s < thr and not near:
+            continue
+        if dates and st.other_days(publisher or "", dates):
+            continue
+        if name_veto and st.names_other(*names):
+            continue
+        if near:
+            passing.append(st)  # type: ignore[union-attr]
             continue
         if min_avg and dot < min_avg * st.count:
             continue
