@@ -141,6 +141,42 @@ def test_story_postings_cap_and_idle_expiry() -> None:
     assert q.snapshot() == p.snapshot()
 
 
+def _full_sweep(post: dict[str, dict[str, int]], since: int) -> dict[str, dict[str, int]]:
+    """Every term read: what a sweep must leave (the entries newer than ``since``, in order)."""
+    out = {}
+    for t, d in post.items():
+        keep = d if min(d.values()) > since else {s: ms for s, ms in d.items() if ms > since}
+        if keep:
+            out[t] = keep
+    return out
+
+
+def test_story_postings_sweep_skips_only_terms_with_nothing_to_drop() -> None:
+    """A sweep skips a term by a lower bound of its entries' times; entries arrive out of
+    order, are refreshed and evicted. After each sweep the state equals a sweep that reads
+    every term (same entries in the same order), also after a pickle round trip and from a
+    pickle of the old layout (slots only)."""
+    import random
+
+    rnd = random.Random(7)
+    p = StoryPostings(idle_ms=12 * HOUR_MS, max_stories=4)
+    now = T0
+    for step in range(3000):
+        now += rnd.randrange(0, 20 * 60_000)
+        terms = [f"t{rnd.randrange(60)}" for _ in range(rnd.randrange(1, 6))]
+        p.add(terms, f"s{rnd.randrange(40)}", now - rnd.randrange(0, 6 * HOUR_MS))  # late items too
+        if step % 37 == 0:
+            want = _full_sweep(p._post, now - p.idle_ms)
+            p.expire(now)
+            assert p._post == want and [list(d) for d in p._post.values()] == [list(d) for d in want.values()]
+            assert all(p._low[t] <= min(d.values()) for t, d in p._post.items()) and p._low.keys() == p._post.keys()
+        if step % 500 == 0:
+            p = pickle.loads(pickle.dumps(p))
+    old = StoryPostings.__new__(StoryPostings)
+    old.__setstate__((None, {"_post": {"a": {"s1": T0}}, "idle_ms": HOUR_MS, "max_stories": 4}))
+    assert old._low == {"a": T0} and old.expire(T0 + 2 * HOUR_MS) == 1 and len(old) == 0
+
+
 def test_story_centroid_groups_rewordings() -> None:
     items = [
         art("b1", "Pizza chain Sbarro files for bankruptcy again", "A"),

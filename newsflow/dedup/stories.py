@@ -979,15 +979,18 @@ class StoryPostings:
     ordered so the least recently refreshed story is evicted first when a term holds more than
     ``max_stories`` (hot terms like "apple" cannot make a lookup slow). Only stories touched
     within ``idle_ms`` are returned; :meth:`expire` (once per slab of event time) sweeps out
-    older entries, so the state holds only open stories.
+    older entries, so the state holds only open stories. A sweep skips a term whose entries
+    are all newer by a lower bound of their times (``_low``, not pickled: rebuilt on load).
     """
 
-    __slots__ = ("_post", "idle_ms", "max_stories")
+    __slots__ = ("_low", "_post", "idle_ms", "max_stories")
 
     def __init__(self, idle_ms: int = 12 * HOUR_MS, max_stories: int = 32) -> None:
         self.idle_ms = idle_ms
         self.max_stories = max_stories
         self._post: dict[str, dict[str, int]] = {}
+        #: term -> at most the oldest time of its entries (a refresh only raises an entry's time)
+        self._low: dict[str, int] = {}
 
     def lookup(self, terms: Iterable[str], now_ms: int) -> dict[str, list[str]]:
         """Open stories per term (terms without any are left out)."""
@@ -1004,12 +1007,16 @@ class StoryPostings:
 
     def add(self, terms: Iterable[str], story_id: str, time_ms: int) -> None:
         post = self._post
+        low = self._low
         cap = self.max_stories
         for t in terms:
             d = post.get(t)
             if d is None:
                 post[t] = {story_id: time_ms}
+                low[t] = time_ms
                 continue
+            if time_ms < low[t]:
+                low[t] = time_ms
             old = d.pop(story_id, None)
             d[story_id] = time_ms if old is None or time_ms > old else old
             if len(d) > cap:
@@ -1020,16 +1027,23 @@ class StoryPostings:
         since = now_ms - self.idle_ms
         dropped = 0
         post = self._post
+        low = self._low
         for t in list(post):
-            d = post[t]
-            if d and min(d.values()) > since:  # nothing to drop: the dict (and its order) stays
+            if low[t] > since:  # every entry is newer: nothing to drop
                 continue
+            d = post[t]
+            if d:
+                oldest = min(d.values())
+                if oldest > since:  # nothing to drop: the dict (and its order) stays
+                    low[t] = oldest
+                    continue
             keep = {sid: ms for sid, ms in d.items() if ms > since}
             dropped += len(d) - len(keep)
             if keep:
                 post[t] = keep
+                low[t] = min(keep.values())
             else:
-                del post[t]
+                del post[t], low[t]
         return dropped
 
     def __len__(self) -> int:
@@ -1044,7 +1058,22 @@ class StoryPostings:
         idle_ms, cap, items = snap
         p = cls(idle_ms, cap)
         p._post = {t: dict(d) for t, d in items}
+        p._reindex()
         return p
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        """Pickled without ``_low`` (rebuilt on load)."""
+        return (_PACKED_V1, self.idle_ms, self.max_stories, self._post)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        if state[0] is None:  # pickled before __getstate__: (None, {slot: value})
+            set_slots(self, state)
+        else:
+            _, self.idle_ms, self.max_stories, self._post = state
+        self._reindex()
+
+    def _reindex(self) -> None:
+        self._low = {t: min(d.values()) for t, d in self._post.items() if d}
 
 
 def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterable[str]],
