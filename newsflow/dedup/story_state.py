@@ -136,7 +136,10 @@ def story_entity(titles: list[str], skip: set[str] | frozenset[str] = frozenset(
     return key
 
 
+@lru_cache(maxsize=1 << 14)
 def _short(title: str, words: int = LABEL_WORDS) -> str:
+    """:func:`short_headline`, memoized: a story's view is built again at every change of the
+    story, most often with the same lead."""
     return short_headline(title, max_words=words)
 
 
