@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import pickle
 import random
+from pathlib import Path
 
 import numpy as np
 import orjson
 
 from newsflow.clustering.window import tfidf_from_counts, tfidf_matrix
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
+from newsflow.digest import entries
 from newsflow.digest.assemble import _rescorer, assemble_digest, rescore_as_of
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import BODY_WORDS_KEPT, body_text, digest_entries, term_counts
@@ -210,3 +214,28 @@ def test_coverage_expire_by_hour_buckets_equals_a_full_scan():
             object.__delattr__(cov, "_hours")
             cov = pickle.loads(pickle.dumps(cov))
     assert 20 < len(last) < 80
+
+
+def test_term_counts_of_a_batch_equal_one_document_at_a_time(shared_dir: Path) -> None:
+    """A batch is counted and cut together: each document's terms equal its own count (the
+    per-document path, :func:`_top_terms`), for real bodies, UCI headlines, empty documents,
+    ties and counts above 255, whatever the batch size and ``keep``."""
+    from newsflow.connectors.files import iter_archive
+    from newsflow.feeds.normalize import normalize_payload
+    from newsflow.wire.codec import decode_raw
+
+    day = shared_dir / "data" / "real-feeds" / "headlines-24feeds_2020-05-03_06.feeds.raw.jsonl.gz"
+    docs = [(a.title or "", a.body_text or "") for raw in itertools.islice(iter_archive(day), 40)
+            for a in normalize_payload(decode_raw(raw)).articles]
+    uci = shared_dir / "data" / "uci-news" / "uci_news_2014-03_05.daily_shuffled.jsonl.gz"
+    with gzip.open(uci) as fh:
+        docs += [(orjson.loads(line)["title"], "") for line in itertools.islice(fh, 2000)]
+    docs[5:5] = [("", ""), ("Tie tie beta alpha", "gamma delta"), ("", "word " * 300), ("A", "")]
+    assert len(docs) > 2500 and sum(bool(b) for _, b in docs) > 300
+    for keep in (20, 3, 1):
+        want = [entries._top_terms(*f.unique_counts(), keep) for f in features_batch(docs, body_words=500)]
+        for size in (len(docs), 64, entries._BATCHED, 1):
+            got = [tv for i in range(0, len(docs), size)
+                   for tv in term_counts(docs[i:i + size], body_words=500, keep=keep)]
+            assert got == want, (keep, size)
+    assert entries._BATCHED <= 64
