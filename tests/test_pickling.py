@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import pickle
 
 import pytest
@@ -75,7 +76,12 @@ def test_refuses_classes_it_would_rebuild_wrongly() -> None:
         def __post_init__(self) -> None:
             pass
 
-    for c in (Derived, Checked):
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class KeywordOnly:  # rebuilt from positional values, a keyword-only field would not load
+        x: int
+        y: int = dataclasses.field(default=0, kw_only=True)
+
+    for c in (Derived, Checked, KeywordOnly):
         with pytest.raises(TypeError):
             fast_pickle(c)
 
@@ -110,3 +116,58 @@ def test_shared_message_pickles_once_and_arrives_as_one_object(monkeypatch: pyte
     third = pickle.loads(dumps(Shared(Batch((Tick(3, 4, "dd001"),)))))
     assert list(pickling._RECEIVED.data.values()) == [third.obj]
     assert pickle.loads(dumps(Shared(msg))).obj is not got[0].obj  # forgotten: unpickled again
+
+
+def test_fast_constructors_take_the_dataclass_arguments_and_build_the_same_objects() -> None:
+    """Each class's constructor (fields set through their slots) against the one dataclasses
+    wrote: the same signature, and the same object from positional, keyword and default
+    arguments; fields stay read-only."""
+    classes = _frozen_slotted(messages) + _frozen_slotted(records) + [StoryFeatures]
+    assert set(classes) <= set(pickling.DATACLASS_INITS)
+    for c in classes:
+        fast, orig = vars(c)["__init__"], pickling.DATACLASS_INITS[c]
+        assert fast is not orig
+        sig_fast, sig_orig = inspect.signature(fast), inspect.signature(orig)
+        assert str(sig_fast) == str(sig_orig), c.__name__
+        fields = dataclasses.fields(c)
+        for f in fields:
+            p = sig_fast.parameters[f.name]
+            if f.default is not dataclasses.MISSING:
+                assert p.default is f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                assert repr(p.default) == repr(sig_orig.parameters[f.name].default) == "<factory>"
+            else:
+                assert p.default is inspect.Parameter.empty
+        vals = [object() for _ in fields]
+        required = [v for f, v in zip(fields, vals, strict=True)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        for args, kwargs in (((*vals,), {}), ((), {f.name: v for f, v in zip(fields, vals, strict=True)}),
+                             ((*required,), {})):
+            a, b = object.__new__(c), object.__new__(c)
+            fast(a, *args, **kwargs)
+            orig(b, *args, **kwargs)
+            assert [getattr(a, f.name) for f in fields] == [getattr(b, f.name) for f in fields], c.__name__
+        with pytest.raises(TypeError):
+            c(*vals, object())  # one argument too many
+        if required:
+            with pytest.raises(TypeError):
+                c()  # a required argument missing
+        obj = c(*vals)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, fields[0].name, 1)
+
+
+def test_fast_constructor_makes_a_new_value_per_object_from_a_default_factory() -> None:
+    @fast_pickle
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class K:
+        a: int
+        b: list[int] = dataclasses.field(default_factory=list)
+        c: int = 3
+
+    assert str(inspect.signature(K.__init__)) == str(inspect.signature(pickling.DATACLASS_INITS[K]))
+    x, y = K(1), K(1)
+    assert x.b == [] and x.b is not y.b and x.c == 3
+    assert K(1, [2], 4) == K(a=1, b=[2], c=4)
+    with pytest.raises(TypeError):
+        K(1, [2], 4, 5)
