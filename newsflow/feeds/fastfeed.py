@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
@@ -274,7 +275,16 @@ def _text(el: ET.Element | None) -> str | None:
 def _date(s: str | None) -> Any:
     if not s or parse_date is None:
         return None
-    return parse_date(s.strip())
+    return _parsed_date(s.strip())
+
+
+@lru_cache(maxsize=8192)
+def _parsed_date(s: str) -> Any:
+    """feedparser's date of ``s`` (a ``time.struct_time``, immutable, or None), memoized: a
+    feed's items and its re-polls repeat their dates (the 20k UCI rows hold 3 distinct ones;
+    in the first 3,000 polls of the labelled real day, 4,856 dates are 2,942 strings), and one
+    costs ~15-50 us to parse."""
+    return parse_date(s)
 
 
 def _author_detail(raw: str) -> dict[str, str]:
