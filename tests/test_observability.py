@@ -247,3 +247,22 @@ def test_poll_serves_polls_by_status_and_broken_feeds(kafka_bootstrap: str, tmp_
         finally:
             err = stop(proc)
     assert "poller starting; metrics at http://127.0.0.1:" in err
+
+
+def test_labelled_metric_children_count_in_the_registry_as_labels_does() -> None:
+    """The hot path's memoized ``labels()`` (``metrics.labelled``) hands out the child the
+    registry exports: its increments show up under the label values, and a gauge keeps its value."""
+    from prometheus_client import REGISTRY
+
+    from newsflow.flows import metrics
+
+    value = f"test-{uuid.uuid4().hex[:8]}"
+    before = REGISTRY.get_sample_value("newsflow_articles_total", {"disposition": value}) or 0.0
+    child = metrics.labelled(metrics.ARTICLES, value)
+    assert child is metrics.labelled(metrics.ARTICLES, value) is metrics.ARTICLES.labels(value)
+    child.inc()
+    metrics.labelled(metrics.ARTICLES, value).inc(2)
+    assert REGISTRY.get_sample_value("newsflow_articles_total", {"disposition": value}) == before + 3
+    metrics.labelled(metrics.EVENT_TIME, value).set(42.5)
+    assert REGISTRY.get_sample_value("newsflow_event_time_seconds", {"partition": value}) == 42.5
+    assert metrics.labelled(metrics.PAYLOADS, value) is not metrics.labelled(metrics.ARTICLES, value)

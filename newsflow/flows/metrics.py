@@ -13,6 +13,8 @@ first seen after their digest window closed in ``newsflow_late_for_digest_total`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
 
 from prometheus_client import Counter, Gauge
 
@@ -32,6 +34,14 @@ HIGH_WATERMARK = Gauge("newsflow_input_high_watermark", "feeds.raw end offset (l
 CONSUMER_LAG = Gauge("newsflow_consumer_lag", "feeds.raw messages not yet read by the flow", ["partition"])
 #: partition -> next offset to read (read by the lag monitor; set from the Kafka input)
 INPUT_POSITIONS: dict[int, int] = {}
+
+
+@lru_cache(maxsize=4096)
+def labelled(metric: Any, *values: str) -> Any:
+    """``metric.labels(*values)``, looked up once per label values: the child is the same
+    object every time (nothing here removes one), and ``labels()`` checks and joins its
+    arguments on every call (~2.7 us, once per article and per payload on the hot path)."""
+    return metric.labels(*values)
 
 
 def input_read(partition: int, offset: int) -> None:

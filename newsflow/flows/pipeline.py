@@ -291,7 +291,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
     def _payload(self, seq: str, raw: bytes, payload: RawPayload) -> list[ParseOutput]:
         t = self.s.kafka.topics
         out: list[ParseOutput] = []
-        metrics.PAYLOADS.labels(str(payload.status)).inc()
+        metrics.labelled(metrics.PAYLOADS, str(payload.status)).inc()
         if payload.body_ref:
             try:
                 payload = resolve_body_ref(payload, self.s.flow.blob_dir or None, self.s.normalize.max_payload_bytes)
@@ -302,7 +302,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
                 out.append(_dl_out(t.deadletter, dl))
         if payload.fetched_at_ms > self.wm:
             self.wm = payload.fetched_at_ms
-            metrics.EVENT_TIME.labels(seq.split(":", 1)[0]).set(self.wm / 1000)
+            metrics.labelled(metrics.EVENT_TIME, seq.split(":", 1)[0]).set(self.wm / 1000)
             b = self.wm // self.s.flow.tick_ms
             if b > self.bucket:  # every item of an earlier epoch was sent (the wiring adds the source)
                 self.bucket = b
@@ -476,7 +476,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
             for (rec, key, text, _), f in zip(recs, fields, strict=True):
                 rec.update(f)
                 rec["topic_id"] = f"{key_name(key)}/{rec['topic_id']}"  # topics are per story shard
-                metrics.ARTICLES.labels(rec["disposition"]).inc()
+                metrics.labelled(metrics.ARTICLES, rec["disposition"]).inc()
                 out.append(ScoredArticle(rec, story_text=text))
                 self.tracker.observe(rec, self.families)
                 self.members.add(rec)
