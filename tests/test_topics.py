@@ -191,3 +191,36 @@ def test_annotate_now_defaults_to_fetched_time():
         )
     out = annotate(ds, None, OnlineTopics())
     assert round(out[0]["importance_components"]["recency"]) == 84  # 6 h old
+
+
+def _assign_reference(m: OnlineTopics, rec: dict, v: np.ndarray, learn: bool) -> tuple:
+    """OnlineTopics.assign_vector as first written (numpy's Python-level entry points)."""
+    empty = not v.any()
+    d = m._centers - v
+    dist = np.einsum("ij,ij->i", d, d)
+    k = int(np.argmin(dist))
+    if learn and not empty:
+        m._centers[k] -= m.config.halflife * d[k]
+        m._counts[k] += 1
+        m.n_seen += 1
+        if m._counts[k] & 1 or m._counts[k] < 64:
+            m._learn_terms(k, rec.get("title") or "")
+    return k, float(np.sqrt(dist[k])), m._top[k]
+
+
+def test_assign_vector_same_as_numpy_entry_points():
+    """The assignment through numpy's C entry points against the same arithmetic through
+    np.einsum / np.argmin / v.any(): the same centre, the same distance bits and the same
+    centres after learning, for text, empty and non-learning articles."""
+    ds = docs(400, seed=4)
+    X = hashed_matrix([TextFeatures.of(d["title"], d["body_text"]) for d in ds], 64)
+    X[::37] = 0.0  # no text: assigned, never learnt
+    a, b = OnlineTopics(), OnlineTopics()
+    for i, (d, v) in enumerate(zip(ds, X, strict=True)):
+        learn = i % 5 != 0
+        got = a.assign_vector(d, v, learn=learn)
+        k, dist, top = _assign_reference(b, d, v, learn)
+        assert (got.cluster, got.distance, got.terms) == (k, dist, top)
+        assert type(got.distance) is float
+    assert a._centers.tobytes() == b._centers.tobytes()
+    assert a.snapshot() == b.snapshot() and a.n_seen == b.n_seen < len(ds)
