@@ -281,7 +281,7 @@ def _date(s: str | None) -> Any:
 @lru_cache(maxsize=8192)
 def _parsed_date(s: str) -> Any:
     """feedparser's date of ``s`` (a ``time.struct_time``, immutable, or None), memoized: a
-    feed's items and its re-polls repeat their dates (the 20k UCI rows hold 3 distinct ones;
+    feed's items and its re-polls repeat their dates (the 20k UCI rows hold 6 distinct ones;
     in the first 3,000 polls of the labelled real day, 4,856 dates are 2,942 strings), and one
     costs ~15-50 us to parse."""
     return parse_date(s)
