@@ -12,10 +12,17 @@ Runs, in turn (A B C A B C ...), each as its own process:
   checkout's code (e.g. ``/work/main``), so a change is measured against its base in the same
   invocation; its outputs are compared with ``flow-p1``'s (``same_outputs_as_base``)
 
+* ``flow-p1x2`` (with ``--pair``): two copies of ``flow-p1`` at once, each with its own output:
+  what two busy processes get from this machine. ``2 * flow-p1 / flow-p1x2`` is the speed-up
+  two processes could reach if they shared no work (``pair_ceiling``); ``p2_vs_ceiling``
+  compares ``-p 2`` with it
+
 and prints per command the median wall seconds and peak RSS (largest process, from
 ``wait4``), articles (or items) per second, and the ratios of each round's pair (so a drift of
 the shared machine's speed cancels out): ``naive / flow-p1`` (how many times faster the flow
 is than the peer), ``flow-p1 / flow-p2`` (speed-up of 2 processes) and ``flow-base / flow-p1``.
+
+    python bench/bench_throughput.py --uci-rows 20000 --runs 2 --skip naive --pair
 """
 
 from __future__ import annotations
@@ -51,6 +58,21 @@ def run(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, i
     return dt, usage.ru_maxrss // 1024
 
 
+def run_pair(cmd: list[str], envs: list[dict[str, str]], cwd: Path = ROOT) -> tuple[float, int]:
+    """Wall seconds until every copy of ``cmd`` (one per env, started together) has ended, and
+    the peak RSS in MB of the largest process."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(cmd, env=e, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for e in envs]
+    peak = 0
+    for proc in procs:
+        _, status, usage = os.wait4(proc.pid, 0)
+        if status != 0:
+            raise SystemExit(f"failed ({status}): {' '.join(cmd)}")
+        peak = max(peak, usage.ru_maxrss // 1024)
+    return time.perf_counter() - t0, peak
+
+
 def count_items(archive: Path) -> tuple[int, int]:
     """(polls, items) of an archive, counted with the peer's parser-free view: lines and
     ``<item``/``<entry`` tags of the decoded bodies (only for the report)."""
@@ -78,6 +100,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--skip", action="append", default=[], choices=["flow-p1", "flow-p2", "naive"])
     ap.add_argument("--baseline-src", help="another checkout: its flow (1 process) runs as a peer")
+    ap.add_argument("--pair", action="store_true",
+                    help="also run two 1-process flows at once: this machine's ceiling for 2 processes")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="newsflow-thr-"))
     if args.uci_rows:
@@ -99,6 +123,8 @@ def main() -> None:
     base = Path(args.baseline_src).resolve() if args.baseline_src else None
     if base is not None:
         cmds["flow-base"] = cmds.get("flow-p1") or [py, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "1"]
+    if args.pair:
+        cmds["flow-p1x2"] = [py, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "1"]
     res: dict[str, list[tuple[float, int]]] = {k: [] for k in cmds}
     articles = 0
     for r in range(args.runs):
@@ -108,7 +134,11 @@ def main() -> None:
             if name == "flow-base":
                 assert base is not None
                 env["PYTHONPATH"] = str(base)  # its newsflow package and flows/ entry points
-            res[name].append(run(cmd, env, base if name == "flow-base" and base else ROOT))
+            if name == "flow-p1x2":  # two copies at once, each its own output directory
+                envs = [{**env, "NEWSFLOW_OUT": f"{out}-{i}"} for i in range(2)]
+                res[name].append(run_pair(cmd, envs))
+            else:
+                res[name].append(run(cmd, env, base if name == "flow-base" and base else ROOT))
             if name in ("flow-p1", "flow-p2"):
                 articles = sum(1 for _ in (out / "articles.jsonl").open("rb"))
             print(f"run {r} {name}: {res[name][-1][0]:.1f} s, {res[name][-1][1]} MB", file=sys.stderr)
@@ -125,6 +155,12 @@ def main() -> None:
     if "flow-p2" in res and "flow-p1" in res:
         q = [a[0] / b[0] for a, b in zip(res["flow-p1"], res["flow-p2"], strict=True)]
         report["p2_speedup"] = {"median": round(statistics.median(q), 2), "per_round": [round(x, 2) for x in q]}
+    if "flow-p1x2" in res and "flow-p1" in res:
+        q = [2 * a[0] / b[0] for a, b in zip(res["flow-p1"], res["flow-p1x2"], strict=True)]
+        report["pair_ceiling"] = {"median": round(statistics.median(q), 2), "per_round": [round(x, 2) for x in q]}
+        if "flow-p2" in res:
+            r2 = [a[0] / b[0] / c for a, b, c in zip(res["flow-p1"], res["flow-p2"], q, strict=True)]
+            report["p2_vs_ceiling"] = {"median": round(statistics.median(r2), 2), "per_round": [round(x, 2) for x in r2]}
     if "flow-base" in res and "flow-p1" in res:
         q = [b[0] / f[0] for b, f in zip(res["flow-base"], res["flow-p1"], strict=True)]
         report["flow_p1_vs_base_speed"] = {"median": round(statistics.median(q), 2), "per_round": [round(x, 2) for x in q]}
