@@ -175,6 +175,10 @@ def test_story_postings_sweep_skips_only_terms_with_nothing_to_drop() -> None:
     old = StoryPostings.__new__(StoryPostings)
     old.__setstate__((None, {"_post": {"a": {"s1": T0}}, "idle_ms": HOUR_MS, "max_stories": 4}))
     assert old._low == {"a": T0} and old.expire(T0 + 2 * HOUR_MS) == 1 and len(old) == 0
+    # a term left without entries in a restored state is swept out, as before the bound
+    hollow = StoryPostings.__new__(StoryPostings)
+    hollow.__setstate__((None, {"_post": {"a": {"s1": T0}, "b": {}}, "idle_ms": HOUR_MS, "max_stories": 4}))
+    assert hollow.expire(T0 + HOUR_MS // 2) == 0 and "b" not in hollow._post and "a" in hollow._post
 
 
 def test_story_centroid_groups_rewordings() -> None:

@@ -1073,7 +1073,12 @@ class StoryPostings:
         self._reindex()
 
     def _reindex(self) -> None:
-        self._low = {t: min(d.values()) for t, d in self._post.items() if d}
+        # (a term without entries, as a state restored from before may hold, is swept out)
+        self._low = {t: min(d.values(), default=_NO_TIME) for t, d in self._post.items()}
+
+
+#: below any event time: a term with this bound is read by the next sweep
+_NO_TIME = -(1 << 62)
 
 
 def match_story_centroid(vec: Mapping[str, float], postings: Mapping[str, Iterable[str]],
