@@ -16,7 +16,7 @@ import io
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -197,8 +197,10 @@ class RawArchiveSource(FixedPartitionedSource[tuple[str, bytes], int]):
 
 
 class _TopicFilePartition(StatefulSinkPartition[bytes, int]):
-    def __init__(self, path: Path, resume: int | None) -> None:
+    def __init__(self, path: Path, resume: int | None, order: tuple[str, str] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._path = path
+        self._order = order
         self._fh = path.open("ab" if resume else "wb")
         if resume is not None:  # exactly-once on resume: drop what was written after the snapshot
             self._fh.truncate(resume)
@@ -212,15 +214,112 @@ class _TopicFilePartition(StatefulSinkPartition[bytes, int]):
         return self._fh.tell()
 
     def close(self) -> None:
+        # (Bytewax calls close only when the flow has run to the end of its input)
         self._fh.close()
+        if self._order is not None:
+            canonical_order(self._path, *self._order)
+
+
+#: a record without the time field sorts before every time
+_NO_TIME = -(1 << 62)
+
+
+def _time_ms(value: str, parse: Callable[[str], int]) -> int:
+    try:
+        return parse(value)
+    except (ValueError, OverflowError):  # not a time: sorts as none
+        return _NO_TIME
+
+
+def canonical_order(path: Path, key_field: str, time_field: str) -> bool:
+    """Rewrite a finished JSONL topic file in an order that does not depend on the number of
+    workers: by the records' event time (``time_field``, ISO 8601), then key (``key_field``),
+    then the order the key's records were written in. With several workers, records of
+    different keys reach the file sink interleaved as the workers happen to run; the records
+    of one key always come from one keyed step, in order. A key's later record never moves
+    before an earlier one (its time counts as at least the earlier one's), so the last record
+    of a key stays the last, as a compacted topic keeps it. Returns False, leaving the file as
+    written, when a line is not a JSON object (nothing the flow writes).
+
+    The file is read once to index it (time, key, offset, length: ~100 bytes a line, not the
+    records), then copied line by line in that order to a temporary file that replaces it."""
+    import numpy as np
+
+    from newsflow.core.timeutil import iso_to_ms
+
+    if not path.exists() or path.stat().st_size == 0:
+        return True
+    # the field's first occurrence, with its value when that is a string
+    key_re = re.compile(b'"' + re.escape(key_field.encode()) + rb'":(?:"((?:[^"\\]|\\.)*)")?')
+    time_re = re.compile(b'"' + re.escape(time_field.encode()) + rb'":(?:"([^"\\]*)")?')
+    times: list[int] = []
+    keys: list[bytes] = []
+    occ: list[int] = []
+    starts: list[int] = []
+    lens: list[int] = []
+    last: dict[bytes, tuple[int, int]] = {}  # key -> (time as counted, records so far)
+    pos = 0
+    with path.open("rb", buffering=1 << 20) as fh:
+        for line in fh:
+            body = line[:-1] if line.endswith(b"\n") else line
+            if body:
+                # the first '"field":"' is the record's own field: the flow writes it before any
+                # nested object that has one, and a quote inside a string is escaped (\")
+                km, tm = key_re.search(body), time_re.search(body)
+                if km is not None and tm is not None and km.group(1) is not None \
+                        and tm.group(1) is not None and body[:1] == b"{":
+                    k = km.group(1)
+                    ms = _time_ms(tm.group(1).decode(), iso_to_ms)
+                else:  # a field that is null, missing or not a string
+                    try:
+                        rec = orjson.loads(body)
+                    except orjson.JSONDecodeError:
+                        return False
+                    if not isinstance(rec, dict):
+                        return False
+                    t = rec.get(time_field)
+                    ms = _time_ms(t, iso_to_ms) if isinstance(t, str) else _NO_TIME
+                    kv = rec.get(key_field, "")
+                    k = orjson.dumps(kv)[1:-1] if isinstance(kv, str) else str(kv).encode()
+                prev = last.get(k)
+                if prev is not None and prev[0] > ms:
+                    ms = prev[0]
+                n = prev[1] + 1 if prev is not None else 0
+                last[k] = (ms, n)
+                times.append(ms)
+                keys.append(k)
+                occ.append(n)
+                starts.append(pos)
+                lens.append(len(body))
+            pos += len(line)
+    del last
+    order = np.lexsort((np.array(occ, dtype=np.int64), np.array(keys, dtype=bytes),
+                        np.array(times, dtype=np.int64)))
+    del times, keys, occ
+    tmp = path.with_name(path.name + ".sorting")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with tmp.open("wb", buffering=1 << 20) as out:
+            for i in order.tolist():
+                out.write(os.pread(fd, lens[i], starts[i]))
+                out.write(b"\n")
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return True
 
 
 class JsonlTopicSink(FixedPartitionedSink[bytes, int]):
-    """Writes each topic to ``<out_dir>/<topic>.jsonl``; items are ``(topic, value_bytes)``."""
+    """Writes each topic to ``<out_dir>/<topic>.jsonl``; items are ``(topic, value_bytes)``.
+    ``order``: topic -> (key field, time field) of its records; when the flow has run to the
+    end of its input, those files are rewritten in :func:`canonical_order`, so that they are
+    byte-identical for any number of workers and processes."""
 
-    def __init__(self, out_dir: str | os.PathLike[str], topics: list[str]) -> None:
+    def __init__(self, out_dir: str | os.PathLike[str], topics: list[str],
+                 order: dict[str, tuple[str, str]] | None = None) -> None:
         self.out_dir = Path(out_dir)
         self.topics = sorted(topics)
+        self.order = dict(order or {})
 
     def list_parts(self) -> list[str]:
         return list(self.topics)
@@ -229,7 +328,7 @@ class JsonlTopicSink(FixedPartitionedSink[bytes, int]):
         return self.topics.index(item_key)
 
     def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _TopicFilePartition:
-        return _TopicFilePartition(self.out_dir / f"{for_part}.jsonl", resume_state)
+        return _TopicFilePartition(self.out_dir / f"{for_part}.jsonl", resume_state, self.order.get(for_part))
 
 
 class BodyRefError(ValueError):

@@ -932,8 +932,13 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
                           partitions=list(pkeys.values()))
     t = settings.kafka.topics
     topics = [t.articles, t.digests, t.feed_health, t.deadletter, t.stories]
+    # each file, once the replay ends, in an order that does not depend on the workers
+    order = {t.articles: ("key", "fetched_at"), t.stories: ("story_id", "updated_at"),
+             t.digests: ("digest_id", "generated_at"), t.feed_health: ("record_id", "at"),
+             t.deadletter: ("dl_id", "fetched_at")}
     # one item per topic and batch: the lines joined (the sink joins its items with newlines)
-    op.output("files_out", op.flat_map_batch("to_files", outs, _lines_by_topic), JsonlTopicSink(out_dir, topics))
+    op.output("files_out", op.flat_map_batch("to_files", outs, _lines_by_topic),
+              JsonlTopicSink(out_dir, topics, order))
     return flow
 
 
