@@ -269,7 +269,7 @@ def canonical_order(path: Path, key_field: str, time_field: str) -> bool:
                 if km is not None and tm is not None and km.group(1) is not None \
                         and tm.group(1) is not None and body[:1] == b"{":
                     k = km.group(1)
-                    ms = _time_ms(tm.group(1).decode(), iso_to_ms)
+                    ms = _time_ms(tm.group(1).decode(errors="replace"), iso_to_ms)
                 else:  # a field that is null, missing or not a string
                     try:
                         rec = orjson.loads(body)
