@@ -93,3 +93,16 @@ def test_fields_are_read_as_json_reads_them(tmp_path: Path) -> None:
     assert canonical_order(f, "dl_id", "fetched_at")
     # no time (null, or not a time) first, by key; then 09:00; then 10:00 by key (q"1 < q"2)
     assert [r["dl_id"] for r in _read(f)] == ["bad", "n", 7, 'q"1', 'q"2']
+
+
+def test_a_new_partition_removes_a_rewrite_left_by_a_crash(tmp_path: Path) -> None:
+    from newsflow.connectors.files import JsonlTopicSink
+
+    stale = tmp_path / "articles.jsonl.sorting"
+    stale.write_bytes(b'{"key": "half a rewri')
+    part = JsonlTopicSink(tmp_path, ["articles"], {"articles": ("key", "fetched_at")}).build_part("out", "articles", None)
+    part.write_batch([b'{"key":"b","fetched_at":"2020-05-03T10:00:00Z"}', b'{"key":"a","fetched_at":"2020-05-03T10:00:00Z"}'])
+    assert not stale.exists()
+    part.close()
+    assert (tmp_path / "articles.jsonl").read_bytes().splitlines() == [
+        b'{"key":"a","fetched_at":"2020-05-03T10:00:00Z"}', b'{"key":"b","fetched_at":"2020-05-03T10:00:00Z"}']

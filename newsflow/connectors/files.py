@@ -201,6 +201,8 @@ class _TopicFilePartition(StatefulSinkPartition[bytes, int]):
         path.parent.mkdir(parents=True, exist_ok=True)
         self._path = path
         self._order = order
+        # a rewrite a crash interrupted left its temporary file (the output itself is whole)
+        path.with_name(path.name + _SORTING).unlink(missing_ok=True)
         self._fh = path.open("ab" if resume else "wb")
         if resume is not None:  # exactly-once on resume: drop what was written after the snapshot
             self._fh.truncate(resume)
@@ -222,6 +224,8 @@ class _TopicFilePartition(StatefulSinkPartition[bytes, int]):
 
 #: a record without the time field sorts before every time
 _NO_TIME = -(1 << 62)
+#: suffix of the temporary file of :func:`canonical_order`
+_SORTING = ".sorting"
 
 
 def _time_ms(value: str, parse: Callable[[str], int]) -> int:
@@ -296,7 +300,7 @@ def canonical_order(path: Path, key_field: str, time_field: str) -> bool:
     order = np.lexsort((np.array(occ, dtype=np.int64), np.array(keys, dtype=bytes),
                         np.array(times, dtype=np.int64)))
     del times, keys, occ
-    tmp = path.with_name(path.name + ".sorting")
+    tmp = path.with_name(path.name + _SORTING)
     fd = os.open(path, os.O_RDONLY)
     try:
         with tmp.open("wb", buffering=1 << 20) as out:
