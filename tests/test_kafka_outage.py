@@ -99,8 +99,8 @@ def test_broker_outage_fails_the_epoch_and_resume_emits_everything(kafka_bootstr
             time.sleep(0.5)
 
         # 2. the output broker goes away; more input arrives: its output can't be delivered
+        t_stop = time.monotonic()  # the outage starts when the broker starts shutting down
         out_broker.stop(remove_data=False)
-        t_stop = time.monotonic()
         produce_values([kafka_bootstrap], topics["raw"], values[40:])
         try:
             rc = flow.wait(90)
@@ -110,7 +110,10 @@ def test_broker_outage_fails_the_epoch_and_resume_emits_everything(kafka_bootstr
         log1 = (tmp_path / "run1.log").read_text(errors="replace")
         assert rc != 0, log1
         assert "KafkaDeliveryFailed" in log1 and "epoch is not committed" in log1, log1[-3000:]
-        assert time.monotonic() - t_stop >= 5  # the outage outlasted message.timeout.ms
+        # the outage outlasted message.timeout.ms (5 s): a message's clock starts when it is
+        # produced, and the flow was still producing the first part's output when the broker
+        # stopped, so allow those in flight a second; a failure without the timeout comes at once
+        assert time.monotonic() - t_stop >= 4
 
         # 3. the broker comes back on the same dir and ports; resume from recovery to the end
         out_broker = KafkaBroker(port=out_broker.port, controller_port=out_broker.controller_port,
