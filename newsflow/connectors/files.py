@@ -16,16 +16,18 @@ import io
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
+import numpy as np
 import orjson
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from isal import igzip
 
 from newsflow.core.hashing import shard_of
+from newsflow.core.timeutil import iso_to_ms
 from newsflow.model.records import RawPayload
 from newsflow.wire.codec import encode_raw
 
@@ -228,9 +230,9 @@ _NO_TIME = -(1 << 62)
 _SORTING = ".sorting"
 
 
-def _time_ms(value: str, parse: Callable[[str], int]) -> int:
+def _time_ms(value: str) -> int:
     try:
-        return parse(value)
+        return iso_to_ms(value)
     except (ValueError, OverflowError):  # not a time: sorts as none
         return _NO_TIME
 
@@ -247,10 +249,6 @@ def canonical_order(path: Path, key_field: str, time_field: str) -> bool:
 
     The file is read once to index it (time, key, offset, length: ~100 bytes a line, not the
     records), then copied line by line in that order to a temporary file that replaces it."""
-    import numpy as np
-
-    from newsflow.core.timeutil import iso_to_ms
-
     if not path.exists() or path.stat().st_size == 0:
         return True
     # the field's first occurrence, with its value when that is a string
@@ -273,7 +271,7 @@ def canonical_order(path: Path, key_field: str, time_field: str) -> bool:
                 if km is not None and tm is not None and km.group(1) is not None \
                         and tm.group(1) is not None and body[:1] == b"{":
                     k = km.group(1)
-                    ms = _time_ms(tm.group(1).decode(errors="replace"), iso_to_ms)
+                    ms = _time_ms(tm.group(1).decode(errors="replace"))
                 else:  # a field that is null, missing or not a string
                     try:
                         rec = orjson.loads(body)
@@ -282,7 +280,7 @@ def canonical_order(path: Path, key_field: str, time_field: str) -> bool:
                     if not isinstance(rec, dict):
                         return False
                     t = rec.get(time_field)
-                    ms = _time_ms(t, iso_to_ms) if isinstance(t, str) else _NO_TIME
+                    ms = _time_ms(t) if isinstance(t, str) else _NO_TIME
                     kv = rec.get(key_field, "")
                     k = orjson.dumps(kv)[1:-1] if isinstance(kv, str) else str(kv).encode()
                 prev = last.get(k)

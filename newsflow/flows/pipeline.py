@@ -100,6 +100,7 @@ from newsflow.wire.codec import (
     health_record,
     story_record,
 )
+from newsflow.wire.contracts import ROLE_RECORD_FIELDS
 from newsflow.wire.guard import check_record
 
 STEP_PARSE = "parse"
@@ -933,9 +934,7 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
     t = settings.kafka.topics
     topics = [t.articles, t.digests, t.feed_health, t.deadletter, t.stories]
     # each file, once the replay ends, in an order that does not depend on the workers
-    order = {t.articles: ("key", "fetched_at"), t.stories: ("story_id", "updated_at"),
-             t.digests: ("digest_id", "generated_at"), t.feed_health: ("record_id", "at"),
-             t.deadletter: ("dl_id", "fetched_at")}
+    order = {getattr(t, role): fields for role, fields in ROLE_RECORD_FIELDS.items()}
     # one item per topic and batch: the lines joined (the sink joins its items with newlines)
     op.output("files_out", op.flat_map_batch("to_files", outs, _lines_by_topic),
               JsonlTopicSink(out_dir, topics, order))

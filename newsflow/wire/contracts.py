@@ -44,6 +44,17 @@ ROLE_SCHEMAS: dict[str, tuple[str, int]] = {
 }
 CONTENT_TYPE = b"application/json"
 
+#: topic role -> (key field, event-time field) of its records: the idempotent key a consumer
+#: compacts on, and the time the records of a finished file replay are ordered by
+#: (:func:`newsflow.connectors.files.canonical_order`)
+ROLE_RECORD_FIELDS: dict[str, tuple[str, str]] = {
+    "articles": ("key", "fetched_at"),
+    "stories": ("story_id", "updated_at"),
+    "digests": ("digest_id", "generated_at"),
+    "feed_health": ("record_id", "at"),
+    "deadletter": ("dl_id", "fetched_at"),
+}
+
 
 @functools.cache
 def headers_for(role: str) -> tuple[tuple[str, bytes], ...]:
