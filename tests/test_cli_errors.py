@@ -74,13 +74,21 @@ def test_normalize_with_a_bad_fetched_at(tmp_path: Path, capsys: pytest.CaptureF
     assert "--fetched-at" in line and "'garbage'" in line
 
 
+@pytest.mark.parametrize("flag", ["--workers", "--processes"])
 @pytest.mark.parametrize("cmd", ["demo", "replay"])
-def test_zero_workers_are_refused(cmd: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_zero_workers_are_refused(cmd: str, flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_archive(demo_payloads()[:3], tmp_path / "a.jsonl")
     args = ["demo", "--input"] if cmd == "demo" else ["replay", "--no-progress"]
     line = one_line_error(capsys, main([*args, str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "o"),
-                                        "--workers", "0"]))
-    assert "--workers" in line and ">= 1" in line
+                                        flag, "0"]))
+    assert flag in line and ">= 1" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_demo_recovery_on_several_processes_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_line_error(capsys, main(["demo", "--out", str(tmp_path / "o"), "--processes", "2",
+                                        "--recovery-dir", str(tmp_path / "r")]))
+    assert "--recovery-dir needs one process" in line
     assert not (tmp_path / "o").exists()
 
 

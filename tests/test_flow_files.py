@@ -252,3 +252,37 @@ def test_a_flow_process_runs_the_garbage_collector_less_often(demo_archive: Path
                               capture_output=True, text=True).stdout.split()
     assert probe() == ["50000", "True"]
     assert probe(NEWSFLOW_FLOW__GC_YOUNG_THRESHOLD="0") == ["700", "False"]
+
+
+def test_local_processes_write_the_same_bytes_and_report_their_counts(
+        demo_archive: Path, outputs: dict[str, list[bytes]], tmp_path: Path) -> None:
+    """``run_file_flow(processes=2)`` (``--processes`` of ``newsflow demo`` / ``replay``): the
+    1-process bytes, and the payloads and articles summed over the processes, as one counts."""
+    counts = run_file_flow(str(demo_archive), str(tmp_path / "one"))
+    seen: list[tuple[int, int]] = []
+    assert run_file_flow(str(demo_archive), str(tmp_path / "two"), processes=2,
+                         progress=lambda p, a: seen.append((p, a))) == counts
+    assert counts[0] == len(demo_archive.read_bytes().splitlines()) and counts[1] > 0
+    assert seen[-1] == counts and seen == sorted(seen)  # progress only grows, to the totals
+    for t in TOPICS:
+        assert (tmp_path / "two" / f"{t}.jsonl").read_bytes().splitlines() == outputs[t], t
+
+
+def test_a_failing_process_fails_the_run_and_stops_the_others(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    from newsflow.cli.processes import FileRun, ProcessFailed, run_processes
+
+    t0 = time.monotonic()
+    with pytest.raises(ProcessFailed, match="exited with status"):
+        run_processes(FileRun(str(tmp_path / "missing.jsonl"), str(tmp_path / "out"),
+                              Settings().model_dump_json().encode()), 2)
+    assert time.monotonic() - t0 < 120
+    assert "FileNotFoundError: no *.jsonl or *.jsonl.gz" in capfd.readouterr().err  # the child's error, shown
+
+
+def test_recovery_needs_one_process(demo_archive: Path, tmp_path: Path) -> None:
+    from newsflow.cli.main import UserError
+
+    with pytest.raises(UserError, match="--recovery-dir needs one process"):
+        run_file_flow(str(demo_archive), str(tmp_path / "o"), recovery_dir=str(tmp_path / "r"), processes=2)

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,17 @@ def write_out(path: str, text: str) -> None:
     except OSError as e:
         msg = f"cannot write {path!r}: {e.strerror or e}"
         raise UserError(msg) from None
+
+
+def processes_of(args: argparse.Namespace) -> int:
+    """``--processes`` (at least 1; default 1)."""
+    n = getattr(args, "processes", None)
+    if n is None:
+        return 1
+    if n < 1:
+        msg = f"--processes must be >= 1, not {n}"
+        raise UserError(msg)
+    return int(n)
 
 
 def workers_of(args: argparse.Namespace, settings: Any) -> int:
@@ -146,20 +157,38 @@ def ensure_recovery_dir(recovery_dir: str | Path) -> Any:
 
 def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: int = 1,
                   recovery_dir: str | None = None, interactions_path: str | None = None,
-                  profiles: Any = None) -> None:
-    """Run the dataflow on a raw-payload archive, writing ``<out_dir>/<topic>.jsonl``.
+                  profiles: Any = None, processes: int = 1,
+                  progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+    """Run the dataflow on a raw-payload archive, writing ``<out_dir>/<topic>.jsonl``; returns
+    (raw payloads read, articles emitted).
 
     With ``recovery_dir`` (created on first use), state and input offsets are snapshotted, and a
-    later run with the same directory resumes where the last one stopped.
+    later run with the same directory resumes where the last one stopped. With ``processes`` > 1
+    the flow runs on that many local processes (:mod:`newsflow.cli.processes`; the same output
+    bytes), and ``progress`` is called with the running counts.
     """
+    from newsflow.config import Settings
+
+    settings = settings or Settings()
+    if processes > 1:  # (the flow's modules are imported by the processes, not here)
+        if recovery_dir:
+            msg = "--recovery-dir needs one process (--processes 1)"
+            raise UserError(msg)
+        from newsflow.cli.processes import FileRun, run_processes
+
+        counts = run_processes(FileRun(input_path, out_dir, settings.model_dump_json().encode(), workers,
+                                       interactions_path, profiles),
+                               processes, progress)
+        create_topic_files(Path(out_dir), settings)
+        return counts
     from datetime import timedelta
 
     from bytewax.testing import cluster_main, run_main
 
-    from newsflow.config import Settings
+    from newsflow.flows import metrics
     from newsflow.flows.pipeline import file_flow
 
-    settings = settings or Settings()
+    p0, a0 = metrics.total(metrics.PAYLOADS), metrics.total(metrics.ARTICLES)
     recovery = ensure_recovery_dir(recovery_dir) if recovery_dir else None
     flow = file_flow(input_path, out_dir, settings, recovery=recovery is not None,
                      interactions_path=interactions_path, profiles=profiles, inflight_dir=recovery_dir)
@@ -170,6 +199,7 @@ def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: 
         cluster_main(flow, [], 0, worker_count_per_proc=workers, epoch_interval=epoch,
                      recovery_config=recovery)
     create_topic_files(Path(out_dir), settings)
+    return int(metrics.total(metrics.PAYLOADS) - p0), int(metrics.total(metrics.ARTICLES) - a0)
 
 
 #: the output topics of a file run, by role (the keys of :func:`summarize`)
@@ -205,13 +235,6 @@ def summarize(out_dir: Path, settings: Any = None) -> dict[str, Any]:
         if topic == "deadletter":
             counts["deadletter_reasons"] = dict(sorted(Counter(orjson.loads(x)["reason"] for x in lines).items()))
     return counts
-
-
-def payloads_read() -> int:
-    """Valid raw payloads the flow has read in this process so far (its own counter)."""
-    from newsflow.flows import metrics
-
-    return int(metrics.total(metrics.PAYLOADS))
 
 
 def not_an_archive(input_path: str, payloads: int, counts: dict[str, Any]) -> str | None:
@@ -250,7 +273,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from newsflow.samples.demo import demo_payloads
 
     settings = load_config(args)
-    workers = workers_of(args, settings)
+    workers, processes = workers_of(args, settings), processes_of(args)
+    if processes > 1 and args.recovery_dir:
+        msg = "--recovery-dir needs one process (--processes 1)"
+        raise UserError(msg)
     if args.input:
         check_input(args.input)
     out = output_dir(args.out or tempfile.mkdtemp(prefix="newsflow-demo-"))
@@ -260,12 +286,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         input_path = str(out / "input" / "feeds.raw.jsonl")
         n = write_archive(demo_payloads(), input_path)
         print(f"demo sample: {n} raw payloads from 12 publishers -> {input_path}")
-    t0, p0 = time.perf_counter(), payloads_read()
+    t0 = time.perf_counter()
     # the configuration's [profiles] section: with profiles (or interactions), they learn
     profiles = settings.profiles.to_config() if settings.profiles.configured or args.interactions else None
-    run_file_flow(input_path, str(out), settings, workers=workers,
-                  recovery_dir=args.recovery_dir, interactions_path=args.interactions, profiles=profiles)
-    dt, payloads = time.perf_counter() - t0, payloads_read() - p0
+    payloads, _ = run_file_flow(input_path, str(out), settings, workers=workers,
+                                recovery_dir=args.recovery_dir, interactions_path=args.interactions,
+                                profiles=profiles, processes=processes)
+    dt = time.perf_counter() - t0
     files = topic_files(settings)
     digests = [orjson.loads(x) for x in (out / files["digests"]).read_bytes().splitlines()]
     chosen = pick_demo_digest([d for d in digests if "profile" not in d])
@@ -411,6 +438,8 @@ def add_command(sub: Any, name: str, help: str, *examples: str) -> argparse.Argu
 
 CONFIG_HELP = "configuration TOML (default: $NEWSFLOW_CONFIG; see `newsflow config show`)"
 PARTITIONS_HELP = "partitions of topics created now (default: {setting:kafka.partitions})"
+PROCESSES_HELP = ("local processes to run the flow on (default: 1); one per core is fastest, with the "
+                  "same output (worker threads share one core)")
 
 
 def add_kafka_args(p: argparse.ArgumentParser) -> None:
@@ -436,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", help="output directory (default: a new temp dir)")
     d.add_argument("--config", help=CONFIG_HELP)
     d.add_argument("--workers", type=int, help="workers (default: {setting:flow.workers})")
+    d.add_argument("--processes", type=int, default=1, help=PROCESSES_HELP)
     d.add_argument("--recovery-dir", help="snapshot state here; a rerun with the same dir resumes")
     d.add_argument("--interactions", help="JSONL of interactions records: the configured profiles "
                                           "([profiles] of --config) learn from them")
@@ -491,8 +521,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; user mistakes (bad configuration, missing input, unreachable broker)
-    are one line on stderr and exit status 2, never a traceback."""
+    are one line on stderr and exit status 2, never a traceback; a failed process of a
+    ``--processes`` run is its output, one line and exit status 1."""
     args = build_parser().parse_args(argv)
+    from newsflow.cli.processes import ProcessFailed
     from newsflow.config import ConfigError
     from newsflow.connectors.topics import BrokerUnreachableError
 
@@ -501,6 +533,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, ConfigError, BrokerUnreachableError) as e:
         print(f"newsflow: error: {e}", file=sys.stderr)
         return 2
+    except ProcessFailed as e:  # the failed process's output is already on stderr
+        print(f"newsflow: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # python -m newsflow.cli.main: run the importable module, not a copy

@@ -1,4 +1,4 @@
-"""``newsflow replay ARCHIVE [--config C] [--out DIR] [--compare C2] [--workers N]``: backtests.
+"""``newsflow replay ARCHIVE [--config C] [--out DIR] [--compare C2] [--processes N]``: backtests.
 
 Replays a raw-payload archive (a ``feeds.raw`` dump: file or directory of ``*.jsonl[.gz]``)
 through the whole flow with one configuration, with a progress bar (payloads, articles/s, ETA)
@@ -25,6 +25,7 @@ import argparse
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,17 +69,17 @@ def count_payloads(archive: str) -> int:
 
 
 def replay_once(archive: str, out_dir: Path, settings: Any, *, workers: int = 1, total: int | None = None,
-                label: str = "replay", progress: bool = True) -> RunStats:
+                label: str = "replay", progress: bool = True, processes: int = 1) -> RunStats:
     """One replay with a live progress bar fed from the flow's own counters (payloads parsed,
-    articles emitted), read by a background thread: the flow itself is untouched."""
+    articles emitted), read by a background thread (with ``processes`` > 1: the counters the
+    processes report): the flow itself is untouched."""
     from newsflow.cli.main import run_file_flow
-    from newsflow.flows import metrics
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    p0, a0 = metrics.total(metrics.PAYLOADS), metrics.total(metrics.ARTICLES)
     t0 = time.perf_counter()
     stop = threading.Event()
     bar = None
+    show: Callable[[int, int], None] | None = None
     if progress:
         from rich.console import Console
         from rich.progress import (
@@ -96,27 +97,31 @@ def replay_once(archive: str, out_dir: Path, settings: Any, *, workers: int = 1,
                        console=Console(stderr=True), transient=False)
         task = bar.add_task(label, total=total, articles=0, rate="0.0")
 
-        def watch() -> None:
-            while not stop.wait(0.25):
-                arts = int(metrics.total(metrics.ARTICLES) - a0)
-                dt = time.perf_counter() - t0
-                bar.update(task, completed=int(metrics.total(metrics.PAYLOADS) - p0), articles=arts,
-                           rate=f"{arts / dt:.1f}" if dt > 0 else "0.0")
+        def show(payloads: int, arts: int) -> None:
+            dt = time.perf_counter() - t0
+            bar.update(task, completed=payloads, articles=arts, rate=f"{arts / dt:.1f}" if dt > 0 else "0.0")
 
         bar.start()
-        watcher = threading.Thread(target=watch, name="replay-progress", daemon=True)
-        watcher.start()
+        if processes <= 1:  # the flow runs here: its own counters, read by a background thread
+            from newsflow.flows import metrics
+
+            p0, a0 = metrics.total(metrics.PAYLOADS), metrics.total(metrics.ARTICLES)
+
+            def watch() -> None:
+                while not stop.wait(0.25):
+                    show(int(metrics.total(metrics.PAYLOADS) - p0), int(metrics.total(metrics.ARTICLES) - a0))
+
+            threading.Thread(target=watch, name="replay-progress", daemon=True).start()
     try:
-        run_file_flow(archive, str(out_dir), settings, workers=workers)
+        payloads, arts = run_file_flow(archive, str(out_dir), settings, workers=workers, processes=processes,
+                                       progress=show)
+        if show is not None:  # the final counts, whenever the last reading was
+            show(payloads, arts)
     finally:
         stop.set()
-        dt = time.perf_counter() - t0
-        payloads = int(metrics.total(metrics.PAYLOADS) - p0)
-        arts = int(metrics.total(metrics.ARTICLES) - a0)
         if bar is not None:
-            bar.update(task, completed=payloads, articles=arts, rate=f"{arts / dt:.1f}" if dt > 0 else "0.0")
             bar.stop()
-    return RunStats(payloads, arts, dt)
+    return RunStats(payloads, arts, time.perf_counter() - t0)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -176,18 +181,19 @@ def _done(problem: str | None) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from newsflow.cli.main import output_dir, workers_of
+    from newsflow.cli.main import output_dir, processes_of, workers_of
     from newsflow.config import load_settings
 
     settings_a = load_settings(args.config)
-    workers = workers_of(args, settings_a)
+    workers, processes = workers_of(args, settings_a), processes_of(args)
     settings_b = load_settings(args.compare) if args.compare else None
     total = count_payloads(args.archive)
     out = output_dir(args.out or tempfile.mkdtemp(prefix="newsflow-replay-"))
     progress = not args.no_progress
     if settings_b is None:
         st = replay_once(args.archive, out, settings_a, workers=workers, total=total,
-                         label=Path(args.config).stem if args.config else "replay", progress=progress)
+                         label=Path(args.config).stem if args.config else "replay", progress=progress,
+                         processes=processes)
         line, problem = _summary("replay", st, out, settings_a, args.archive)
         print(line, flush=True)
         return _done(problem)
@@ -195,7 +201,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     runs = []
     for label, settings, sub in ((la, settings_a, "a"), (lb, settings_b, "b")):
         st = replay_once(args.archive, output_dir(out / sub), settings, workers=workers, total=total,
-                         label=label, progress=progress)
+                         label=label, progress=progress, processes=processes)
         line, problem = _summary(label, st, out / sub, settings, args.archive)
         print(line)
         runs.append(load_run(label, out / sub, settings))
@@ -217,5 +223,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", help="output directory (default: a new temp dir)")
     p.add_argument("--compare", metavar="C2", help="second settings TOML: replay again and report the changes")
     p.add_argument("--workers", type=int, default=1, help="worker threads (same output for any number)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="local processes (default: 1); one per core is fastest, with the same output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
