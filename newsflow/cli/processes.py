@@ -128,6 +128,19 @@ def _write_counts(path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _meet(ready: Path, index: int, timeout_s: float = 60.0) -> None:
+    """Process 0 says it is about to listen; the others wait for that before connecting to it.
+    (A process that finds no listener yet waits a whole second before it tries again, and they
+    all import the flow's modules at the same time, for about 1.5 s.)"""
+    if index == 0:
+        ready.touch()
+        return
+    end = time.monotonic() + timeout_s
+    while not ready.exists() and time.monotonic() < end:
+        time.sleep(0.01)
+    time.sleep(0.05)  # (its listener is bound a few ms after the file)
+
+
 def child_main(argv: list[str]) -> int:
     """One process of the cluster: ``RUN.pickle INDEX ADDRESSES COUNTERS.json``."""
     from datetime import timedelta
@@ -151,6 +164,7 @@ def child_main(argv: list[str]) -> int:
 
     reporter = threading.Thread(target=report, name="counters", daemon=True)
     reporter.start()
+    _meet(path.parent / "ready-0", int(index))
     try:
         cluster_main(flow, addresses.split(";"), int(index), worker_count_per_proc=run.workers,
                      epoch_interval=timedelta(seconds=settings.flow.epoch_seconds))
