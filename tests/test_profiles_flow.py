@@ -126,6 +126,16 @@ def test_replay_with_interactions_is_byte_identical_with_two_workers(week: dict,
         assert sorted(two[t]) == sorted(week["learn"][t]), t
 
 
+def test_replay_with_interactions_on_two_processes_writes_the_same_bytes(week: dict, tmp_path: Path) -> None:
+    """``--processes 2`` with profiles learning from interactions (pickled for the processes)."""
+    run_file_flow(str(week["archive"]), str(tmp_path / "p2"), interactions_path=str(week["ix"]),
+                  profiles=PROFILES, processes=2)
+    two = _read(tmp_path / "p2")
+    for t in TOPICS:
+        assert two[t] == week["learn"][t], t
+    assert any(b'"profile"' in line for line in two["digests"])  # the profiles' own digests are there
+
+
 def test_profile_show_prints_configured_and_learned_top_terms(week: dict, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     from newsflow.cli.main import main
