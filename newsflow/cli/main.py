@@ -74,6 +74,13 @@ def processes_of(args: argparse.Namespace) -> int:
     return int(n)
 
 
+def check_processes(processes: int, recovery_dir: str | None) -> None:
+    """Recovery snapshots are written by one process: ``--recovery-dir`` with several is refused."""
+    if processes > 1 and recovery_dir:
+        msg = "--recovery-dir needs one process (--processes 1)"
+        raise UserError(msg)
+
+
 def workers_of(args: argparse.Namespace, settings: Any) -> int:
     """``--workers`` if given (it must be at least 1: 0 is a mistake, not "the default"),
     else ``flow.workers``."""
@@ -171,9 +178,7 @@ def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: 
 
     settings = settings or Settings()
     if processes > 1:  # (the flow's modules are imported by the processes, not here)
-        if recovery_dir:
-            msg = "--recovery-dir needs one process (--processes 1)"
-            raise UserError(msg)
+        check_processes(processes, recovery_dir)
         from newsflow.cli.processes import FileRun, run_processes
 
         counts = run_processes(FileRun(input_path, out_dir, settings.model_dump_json().encode(), workers,
@@ -274,9 +279,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     settings = load_config(args)
     workers, processes = workers_of(args, settings), processes_of(args)
-    if processes > 1 and args.recovery_dir:
-        msg = "--recovery-dir needs one process (--processes 1)"
-        raise UserError(msg)
+    check_processes(processes, args.recovery_dir)
     if args.input:
         check_input(args.input)
     out = output_dir(args.out or tempfile.mkdtemp(prefix="newsflow-demo-"))

@@ -114,7 +114,7 @@ def replay_once(archive: str, out_dir: Path, settings: Any, *, workers: int = 1,
             threading.Thread(target=watch, name="replay-progress", daemon=True).start()
     try:
         payloads, arts = run_file_flow(archive, str(out_dir), settings, workers=workers, processes=processes,
-                                       progress=show)
+                                       progress=show if processes > 1 else None)
         if show is not None:  # the final counts, whenever the last reading was
             show(payloads, arts)
     finally:
