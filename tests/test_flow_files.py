@@ -110,6 +110,16 @@ def test_replay_is_byte_identical_twice_and_with_two_workers(demo_archive: Path,
         assert two[t] == outputs[t], t
 
 
+def test_the_size_of_file_reads_changes_no_byte(demo_archive: Path, outputs: dict[str, list[bytes]],
+                                              tmp_path: Path) -> None:
+    """One payload per read, or every partition in one read, on two workers: the default's bytes."""
+    for batch in (1, 100_000):
+        settings = Settings(flow=FlowSettings(file_batch=batch))
+        run_file_flow(str(demo_archive), str(tmp_path / str(batch)), settings, workers=2)
+        for t in TOPICS:
+            assert (tmp_path / str(batch) / f"{t}.jsonl").read_bytes().splitlines() == outputs[t], (batch, t)
+
+
 def test_bad_envelopes_do_not_stop_the_flow(tmp_path: Path, demo_archive: Path) -> None:
     mixed = tmp_path / "mixed.jsonl"
     lines = demo_archive.read_bytes().splitlines()

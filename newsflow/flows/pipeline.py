@@ -919,7 +919,8 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
 
     settings = settings or Settings()
     flow = Dataflow("newsflow_files")
-    archive = RawArchiveSource(input_path, partitions=settings.flow.file_partitions)
+    archive = RawArchiveSource(input_path, batch_size=settings.flow.file_batch,
+                               partitions=settings.flow.file_partitions)
     src = op.input("raw_in", flow, archive)
     pkeys = input_keys({p: "p" + p for p in archive.list_parts()})
     keyed = op.map("key_by_partition", src, lambda item: (pkeys[item[0].split(":", 1)[0]], item))
