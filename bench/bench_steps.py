@@ -20,6 +20,11 @@ decision, story features) and ``ScoredArticle``, with the dataclasses' own pickl
 ``--exchange`` measures the cost of moving an item between processes in Bytewax itself: 20,000
 dicts of ~1 KB through two keyed steps, on 1 process and on 2 (CPU of all processes summed); the
 difference per crossing is what every keyed step that sends an item to another process pays.
+
+Each process's CPU seconds in every wall second of the run (``cpu_per_wall_second``, from
+``/proc``) show when it waits for the others: ``seconds_under_half_busy`` counts the seconds it
+used less than half a core. (This is how the 22nd session saw the steps of a 2-process replay run
+in turn, one process idle, with 256 raw messages per file read.)
 """
 
 from __future__ import annotations
@@ -133,10 +138,34 @@ print(time.process_time() - c0)
 '''
 
 
-def _run_procs(code: str, n: int, args: list[str], env: dict[str, str], port: int) -> list[str]:
+def _cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) of a running process, from ``/proc`` (None once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _run_procs(code: str, n: int, args: list[str], env: dict[str, str], port: int,
+               busy: list[list[float]] | None = None) -> list[str]:
+    """Runs ``n`` processes of ``code`` and returns each one's last line of output. With ``busy``
+    (a list), appends per process its CPU seconds in each wall second of the run: a step that
+    waits for another process shows as seconds well under 1."""
     procs = [subprocess.Popen([sys.executable, "-c", code, str(i), str(n), str(port), *args], env=env,
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(n)]
+    if busy is not None:
+        per: list[list[float]] = [[] for _ in procs]
+        last = [0.0] * n
+        while any(p.poll() is None for p in procs):
+            time.sleep(1.0)
+            for i, p in enumerate(procs):
+                c = _cpu_s(p.pid)
+                if c is not None:
+                    per[i].append(round(c - last[i], 2))
+                    last[i] = c
+        busy.extend(per)
     outs = []
     for p in procs:
         out, err = p.communicate()
@@ -228,7 +257,12 @@ def main() -> None:
         env = {**os.environ, "NEWSFLOW_INPUT": str(Path(a.archive).resolve()), "NEWSFLOW_OUT": str(out / f"p{n}"),
                "PYTHONHASHSEED": "0"}
         t0 = time.perf_counter()
-        rows = [json.loads(x) for x in _run_procs(_CHILD, n, [str(ROOT)], env, 47740)]
+        busy: list[list[float]] = []
+        rows = [json.loads(x) for x in _run_procs(_CHILD, n, [str(ROOT)], env, 47740, busy)]
+        for r, b in zip(rows, busy, strict=True):
+            # (the last second is cut short by the end of the process)
+            r["seconds_under_half_busy"] = sum(1 for x in b[:-1] if x < 0.5)
+            r["cpu_per_wall_second"] = b
         steps: collections.Counter[str] = collections.Counter()
         for r in rows:
             for k, (v, _) in r["steps"].items():
