@@ -106,11 +106,13 @@ class FlowSettings(Section):
     #: parse step runs one per partition, so this bounds how many workers parse in parallel.
     #: Outputs depend on it (the merge order), never on the number of workers or processes
     file_partitions: int = Field(4, ge=1, le=256)
-    #: raw messages a file partition hands the flow per read; outputs never depend on it. Small
-    #: reads let the steps of several processes overlap: with 256 the steps of a replay ran in
-    #: turn (all parsing, then dedup, then stories: py-spy), and ``npr-ars-wgrz`` on 2 processes
-    #: took 1.11x the time of 16 (4 pairs; 1 process: the same time)
-    file_batch: int = Field(16, ge=1, le=100_000)
+    #: raw messages an input partition (of a file replay, or of ``feeds.raw`` on Kafka) hands the
+    #: flow per read; outputs never depend on it. Small reads let the steps of several processes
+    #: overlap: with 256 per file read the steps of a replay ran in turn (all parsing, then
+    #: dedup, then stories: py-spy), and ``npr-ars-wgrz`` on 2 processes took 1.11x the time of
+    #: 16 (4 pairs; 1 process: the same time); 2 processes catching up on it from a 3-partition
+    #: ``feeds.raw`` took 1.41x as long with 1,000 per Kafka read (3 pairs)
+    read_batch: int = Field(16, ge=1, le=100_000)
     #: Bytewax epoch: how often state is snapshotted (with recovery) and sinks flushed
     epoch_seconds: float = Field(5.0, gt=0, le=3600)
     # bounds on bad input at the flow's edges (issue 10)

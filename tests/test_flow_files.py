@@ -114,7 +114,7 @@ def test_the_size_of_file_reads_changes_no_byte(demo_archive: Path, outputs: dic
                                               tmp_path: Path) -> None:
     """One payload per read, or every partition in one read, on two workers: the default's bytes."""
     for batch in (1, 100_000):
-        settings = Settings(flow=FlowSettings(file_batch=batch))
+        settings = Settings(flow=FlowSettings(read_batch=batch))
         run_file_flow(str(demo_archive), str(tmp_path / str(batch)), settings, workers=2)
         for t in TOPICS:
             assert (tmp_path / str(batch) / f"{t}.jsonl").read_bytes().splitlines() == outputs[t], (batch, t)

@@ -265,7 +265,7 @@ def kafka_raw_input(
     merges them on event time: each partition needs traffic or the poller's heartbeat);
     consumer errors -> dead letters."""
     src = RawKafkaSource(brokers, settings.kafka.topics.raw, tail=tail, timeout_s=settings.kafka.timeout_s,
-                         add_config=add_config, batch_size=1000)
+                         add_config=add_config, batch_size=settings.flow.read_batch)
     # the parse step of a partition runs on the worker that reads it (newsflow.core.placement)
     number = {p: int(p.split("-", 1)[0]) for p in src.list_parts()}  # "3-feeds.raw" -> 3
     pkeys = {number[p]: k for p, k in input_keys({p: f"p{n:04d}" for p, n in number.items()}).items()}

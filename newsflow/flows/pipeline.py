@@ -919,7 +919,7 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
 
     settings = settings or Settings()
     flow = Dataflow("newsflow_files")
-    archive = RawArchiveSource(input_path, batch_size=settings.flow.file_batch,
+    archive = RawArchiveSource(input_path, batch_size=settings.flow.read_batch,
                                partitions=settings.flow.file_partitions)
     src = op.input("raw_in", flow, archive)
     pkeys = input_keys({p: "p" + p for p in archive.list_parts()})
