@@ -22,6 +22,8 @@ import time
 import uuid
 from pathlib import Path
 
+from kafka_broker import broker_bootstrap  # (bench/ is the script's directory)
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 UCI = ROOT.parent / "shared" / "data" / "uci-news" / "uci_news_2014-03_05.daily_shuffled.jsonl.gz"
@@ -123,16 +125,7 @@ def main() -> None:
     }
 
     if args.kafka:
-        broker = None
-        brokers = args.brokers
-        if not brokers:
-            sys.path.insert(0, str(ROOT / "scripts" / "kafka"))
-            from kafka_local import KafkaBroker
-
-            broker = KafkaBroker()
-            broker.start()
-            brokers = broker.bootstrap
-        try:
+        with broker_bootstrap(args.brokers) as brokers:
             suffix = uuid.uuid4().hex[:6]
             cfg = work / "settings.toml"
             cfg.write_text(
@@ -161,9 +154,6 @@ def main() -> None:
                 "articles_per_s": round(n / dt),
                 "peak_rss_mb": round(rss / 1024),
             }
-        finally:
-            if broker is not None:
-                broker.stop()
     print(json.dumps(res, indent=2))
 
 

@@ -25,6 +25,8 @@ import time
 import uuid
 from pathlib import Path
 
+from kafka_broker import broker_bootstrap  # (bench/ is the script's directory)
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -86,16 +88,7 @@ def main() -> None:
     from newsflow.connectors.files import iter_archive
     from newsflow.connectors.topics import ensure_topics, produce_values
 
-    broker = None
-    brokers = a.brokers
-    if not brokers:
-        sys.path.insert(0, str(ROOT / "scripts" / "kafka"))
-        from kafka_local import KafkaBroker
-
-        broker = KafkaBroker()
-        broker.start()
-        brokers = broker.bootstrap
-    try:
+    with broker_bootstrap(a.brokers) as brokers:
         names = Topics().roles()
         raw = f"{names['raw']}.catchup-{uuid.uuid4().hex[:6]}"
         ensure_topics([brokers], Settings(kafka=KafkaSettings(topics=Topics(**{**names, "raw": raw}))),
@@ -111,9 +104,6 @@ def main() -> None:
                 r["round"] = rnd
                 runs.append(r)
                 print(json.dumps(r), file=sys.stderr, flush=True)
-    finally:
-        if broker is not None:
-            broker.stop()
     medians = {b: statistics.median(float(r["wall_s"]) for r in runs if r["read_batch"] == int(b))  # type: ignore[arg-type]
                for b in a.batches.split(",")}
     print(json.dumps({"archive": a.archive, "raw_messages": produced, "partitions": a.partitions,

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import orjson
 from confluent_kafka import Consumer, Producer
+from kafka_broker import broker_bootstrap  # (bench/ is the script's directory)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPICS = (("raw", "feeds.raw"), ("articles", "articles"), ("digests", "digests"),
@@ -176,21 +177,9 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"newsflow-lat-{uuid.uuid4().hex[:6]}"
     work.mkdir(parents=True)
-    broker = None
-    brokers = args.brokers
-    if not brokers:
-        sys.path.insert(0, str(ROOT / "scripts" / "kafka"))
-        from kafka_local import KafkaBroker
-
-        broker = KafkaBroker()
-        broker.start()
-        brokers = broker.bootstrap
-    try:
+    with broker_bootstrap(args.brokers) as brokers:
         res = [measure(brokers, int(t), args.seconds, args.rate, work, args.partitions, profile)
                for t in args.ticks.split(",") for profile in ((False, True) if args.profiles else (False,))]
-    finally:
-        if broker is not None:
-            broker.stop()
     print(json.dumps(res, indent=2))
 
 
