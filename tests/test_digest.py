@@ -19,7 +19,13 @@ from newsflow.clustering.window import (
 )
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
-from newsflow.digest.assemble import assemble_digest, digest_memory, next_memory
+from newsflow.digest.assemble import (
+    apply_trends,
+    assemble_digest,
+    digest_memory,
+    draft_digest,
+    next_memory,
+)
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.labels import extractive_summary
@@ -311,6 +317,30 @@ def test_trends_against_previous_window():
     # without a previous digest: no trend flags at all
     d0 = assemble_digest(cur, WIN)
     assert all(it["trend"] is None for s in d0["sections"] for it in s["items"])
+
+
+def test_a_draft_assembled_before_its_previous_window_gets_the_same_trends():
+    """A window's digest without trends (draft_digest) does not wait for the previous window:
+    drafted first, the previous window assembled after it, then apply_trends, it is the
+    digest assemble_digest makes with that previous window, byte for byte (flags, emerging
+    and declining topics, checks); with no previous window, the one without trend flags."""
+    prev_recs = [rec("apple", i, 80, story="apple-s") for i in range(2)]
+    prev_recs += [rec("ukraine", i, 60, story="ukr-s") for i in range(6)]
+    for r in prev_recs:
+        r["published_at"] = ms_to_iso(iso_to_ms(r["published_at"]) - 24 * HOUR_MS)
+    cur = [rec("apple", 10 + i, 80, story="apple-s") for i in range(4)]
+    cur += [rec("ukraine", 10 + i, 60, story="ukr-s") for i in range(2)]
+    cur += [rec("ebola", i, 75, story="ebola-s") for i in range(3)]
+    drafts = [draft_digest(cur, WIN) for _ in range(2)]
+    memory = digest_memory(assemble_digest(prev_recs, DigestWindow("morning_brief", START - 24 * HOUR_MS, START)))
+    want = assemble_digest(cur, WIN, previous=memory)
+    assert {it["trend"] for s in want["sections"] for it in s["items"]} == {"TRENDING", "FADING", "EMERGING"}
+    assert want["feed_health"]["emerging_topics"] and want["feed_health"]["declining_topics"]
+    assert orjson.dumps(apply_trends(drafts[0], memory)) == orjson.dumps(want)
+    assert orjson.dumps(apply_trends(drafts[1], None)) == orjson.dumps(assemble_digest(cur, WIN))
+    gap = apply_trends(draft_digest([], WIN, feed_health=[]), memory)  # a gap: no decline, a check
+    assert orjson.dumps(gap) == orjson.dumps(assemble_digest([], WIN, previous=memory, feed_health=[]))
+    assert gap["self_checks"][-1]["action"].startswith("no poll in this window")
 
 
 def test_a_window_without_polls_is_a_gap_not_a_decline():

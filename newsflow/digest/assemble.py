@@ -467,11 +467,92 @@ def assemble_digest(
 
     The cyclic garbage collector is paused while assembling (:func:`_gc_paused`).
     """
+    return apply_trends(draft_digest(records, window, schedule=schedule, feed_health=feed_health,
+                                     config=config, final=final, coverage=coverage,
+                                     score_config=score_config, as_of_ms=as_of_ms),
+                        previous, config)
+
+
+def draft_digest(
+    records: Iterable[Mapping[str, Any]],
+    window: DigestWindow,
+    *,
+    schedule: DigestSchedule | None = None,
+    feed_health: FeedHealthAccumulator
+    | Mapping[str, Any]
+    | Iterable[Mapping[str, Any]]
+    | None = None,
+    config: DigestConfig = DEFAULT_DIGEST_CONFIG,
+    final: bool = True,
+    coverage: StoryCoverage | None = None,
+    score_config: ScoreConfig = DEFAULT_SCORE_CONFIG,
+    as_of_ms: int | None = None,
+) -> DigestDraft:
+    """Everything of :func:`assemble_digest` that does not depend on the previous window:
+    selection, scores, topics, labels, items, sections, topic index and checks, with every
+    trend flag unset. :func:`apply_trends` then compares it with the previous window of its
+    type. The draft of a window can be assembled anywhere, before the previous window's
+    digest exists; only :func:`apply_trends` runs in window order."""
     with _gc_paused():
-        d = _assemble(records, window, schedule, previous, feed_health, config, final, coverage,
-                      score_config)
+        d, candidates = _assemble(records, window, schedule, feed_health, config, final, coverage,
+                                  score_config)
     if not final and as_of_ms is not None:
         d["generated_at"] = ms_to_iso(min(max(as_of_ms, window.start_ms), window.end_ms))
+    return DigestDraft(d, candidates)
+
+
+@dataclass(frozen=True, slots=True)
+class TrendCandidate:
+    """What trend matching reads of one topic of a window: its key, size (articles and other
+    outlets' copies), every story id and its top-5 term hashes (:func:`_match_prev`)."""
+
+    key: str
+    size: int
+    stories: tuple[str, ...]
+    term_hashes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DigestDraft:
+    """A window's digest without trend flags (:func:`draft_digest`) and the topics that can
+    carry one: the multi-article ones and every one shown, in rank order."""
+
+    digest: dict[str, Any]
+    candidates: tuple[TrendCandidate, ...]
+
+
+_NO_PREVIOUS_CHECK = {"check": "trends", "ok": True, "action": "no previous window: no trend flags"}
+_GAP_CHECK = {"check": "trends", "ok": True,
+              "action": "no poll in this window (a gap in the data): no declining topics"}
+
+
+def apply_trends(draft: DigestDraft, previous: Mapping[str, Any] | None,
+                 config: DigestConfig = DEFAULT_DIGEST_CONFIG) -> dict[str, Any]:
+    """The digest of a draft against ``previous`` (the previous digest of its type, or its
+    :func:`digest_memory`; None: there is none): each item's and index topic's trend
+    (EMERGING / TRENDING / FADING), the emerging and declining topics of the health block, and
+    the trend checks. Returns the draft's dict, completed (a draft is finalized once)."""
+    d = draft.digest
+    checks = d["self_checks"]
+    if previous is None:
+        checks.insert(0, dict(_NO_PREVIOUS_CHECK))
+        return d
+    prev_index = list(previous.get("topic_index") or [])
+    trends = _trends(draft.candidates, prev_index, config)
+    for section in d["sections"]:
+        for item in section["items"]:
+            item["trend"] = trends.get(item["topic_key"])
+    index = d["topic_index"]
+    for t in index:
+        t["trend"] = trends.get(t["key"])
+    health = d["feed_health"]
+    gap = _no_polls(health) and d["article_count"] == 0
+    # a name once: two topics may share a label ("TV Patrol North Luzon", two days' uploads)
+    health["emerging_topics"] = list(dict.fromkeys(t["label"] for t in index if t["trend"] == "EMERGING"))[:10]
+    if gap:
+        checks.append(dict(_GAP_CHECK))
+    else:
+        health["declining_topics"] = list(dict.fromkeys(_declining(prev_index, draft.candidates, config)))[:10]
     return d
 
 
@@ -509,13 +590,12 @@ def _assemble(
     records: Iterable[Mapping[str, Any]],
     window: DigestWindow,
     schedule: DigestSchedule | None,
-    previous: Mapping[str, Any] | None,
     feed_health: FeedHealthAccumulator | Mapping[str, Any] | Iterable[Mapping[str, Any]] | None,
     config: DigestConfig,
     final: bool,
     coverage: StoryCoverage | None,
     score_config: ScoreConfig,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], tuple[TrendCandidate, ...]]:
     sched = schedule or DigestSchedule()
     dtype = (
         sched.type(window.digest_type)
@@ -547,19 +627,11 @@ def _assemble(
             c.copies = _cluster_copies(c, sel, copies)
         _topic_corroboration(clusters, sel, coverage, window.end_ms, score_config)
 
-    checks: list[dict[str, Any]] = []
-    prev_index = list((previous or {}).get("topic_index") or [])
-    has_prev = previous is not None
+    checks: list[dict[str, Any]] = []  # (apply_trends adds the trend checks)
     # rank: best score, then size, then the fresher lead (most new articles score recency 100:
     # equal scores are common), then the lead's id
     clusters.sort(key=lambda c: (-c.score, -c.size, -article_time_ms(sel.base[c.lead]),
                                  sel.base[c.lead]["article_id"]))
-    trends: dict[str, str | None] = {}
-    if not has_prev:
-        checks.append(
-            {"check": "trends", "ok": True, "action": "no previous window: no trend flags"}
-        )
-
     sections_items: dict[str, list[_Cluster]] = {
         TOP_STORIES: [],
         NOTEWORTHY: [],
@@ -573,13 +645,11 @@ def _assemble(
         elif c.score >= config.min_importance:
             sections_items[ALSO_MENTIONED].append(c)
 
-    if has_prev:
-        # a singleton can only be FADING and only matters when shown: trends for multi-article
-        # topics (index, emerging list) and for everything that can be displayed
-        shown = {c.key for items in sections_items.values() for c in items[: _cap(limits)]}
-        trends = _trends(
-            [c for c in clusters if c.size >= 2 or c.key in shown], prev_index, config
-        )
+    # a singleton can only be FADING and only matters when shown: trends for multi-article
+    # topics (index, emerging list) and for everything that can be displayed
+    shown = {c.key for items in sections_items.values() for c in items[: _cap(limits)]}
+    candidates = tuple(TrendCandidate(c.key, c.size, tuple(c.stories), tuple(c.term_hashes[:5]))
+                       for c in clusters if c.size >= 2 or c.key in shown)
     # self-check: a T5 source should not lead the digest unless corroborated
     _check_t5_top(sections_items, sel, checks)
     # self-check: sizing limits -> trim
@@ -608,7 +678,7 @@ def _assemble(
             fixed, missing = _ensure_attribution(c, sel)
             attribution_fixes += fixed
             missing_attr += missing
-            item = _item(c, sel, trends.get(c.key), wr, config)
+            item = _item(c, sel, wr, config)
             label = item["label"]
             n = used_labels.get(label.lower(), 0)
             used_labels[label.lower()] = n + 1
@@ -640,23 +710,11 @@ def _assemble(
     )
     checks.append({"check": "order", "ok": _sections_sorted(sections), "action": None})
 
-    index = _topic_index(clusters, sel, trends, config)
-    emerging = [t for t in index if t.get("trend") == "EMERGING"]
+    index = _topic_index(clusters, sel, config)
     health = _health_block(feed_health)
-    gap = _no_polls(health) and article_count == 0
-    fading = _declining(prev_index, clusters, trends, config) if has_prev and not gap else []
-    if gap and has_prev:
-        checks.append({"check": "trends", "ok": True,
-                       "action": "no poll in this window (a gap in the data): no declining topics"})
-    health.update(
-        {
-            "new_articles": article_count,
-            "duplicates_removed": dups,
-            # a name once: two topics may share a label ("TV Patrol North Luzon", two days' uploads)
-            "emerging_topics": list(dict.fromkeys(t["label"] for t in emerging))[:10],
-            "declining_topics": list(dict.fromkeys(fading))[:10],
-        }
-    )
+    # (filled by apply_trends)
+    health.update({"new_articles": article_count, "duplicates_removed": dups,
+                   "emerging_topics": [], "declining_topics": []})
     return {
         "schema": "digests",
         "schema_version": DIGEST_SCHEMA_VERSION,
@@ -677,7 +735,7 @@ def _assemble(
         "feed_health": health,
         "topic_index": index,
         "self_checks": checks,
-    }
+    }, candidates
 
 
 def _cap(limits: SectionLimits) -> int:
@@ -1241,7 +1299,6 @@ def _cluster_copies(
 def _item(
     c: _Cluster,
     sel: _Selected,
-    trend: str | None,
     wr: tuple[int, int],
     config: DigestConfig,
 ) -> dict[str, Any]:
@@ -1266,7 +1323,7 @@ def _item(
     summary = _summary(lead, c.terms, wr)
     return {
         "label": label,
-        "trend": trend,
+        "trend": None,  # (apply_trends)
         "score": c.score,
         "entity": ent,
         "terms": terms,
@@ -1390,7 +1447,7 @@ class _PrevTopics:
 
 
 def _match_prev(
-    c: _Cluster, terms: Sequence[int], prev: _PrevTopics | Sequence[Mapping[str, Any]]
+    c: _Cluster | TrendCandidate, terms: Sequence[int], prev: _PrevTopics | Sequence[Mapping[str, Any]]
 ) -> Mapping[str, Any] | None:
     """The previous window's topic this cluster continues: shared story ids first, then the
     largest overlap of top terms (Jaccard >= 0.4 over the top-5 term hashes)."""
@@ -1431,7 +1488,7 @@ def _trend_of(size: int, prev: Mapping[str, Any] | None, config: DigestConfig) -
 
 
 def _trends(
-    clusters: Sequence[_Cluster], prev_index: Sequence[Mapping[str, Any]], config: DigestConfig
+    clusters: Sequence[TrendCandidate], prev_index: Sequence[Mapping[str, Any]], config: DigestConfig
 ) -> dict[str, str | None]:
     prev = _PrevTopics(prev_index)
     return {
@@ -1448,7 +1505,6 @@ def _index_order(clusters: Sequence[_Cluster]) -> list[_Cluster]:
 def _topic_index(
     clusters: Sequence[_Cluster],
     sel: Sequence[Mapping[str, Any]],
-    trends: Mapping[str, str | None],
     config: DigestConfig,
 ) -> list[dict[str, Any]]:
     """Compact description of the window's multi-article topics, for the next window's trend
@@ -1461,7 +1517,7 @@ def _topic_index(
                 "label": _label(c, sel)[0],  # the item's own readable label, never cut mid-phrase
                 "size": c.size,
                 "score": c.score,
-                "trend": trends.get(c.key),
+                "trend": None,  # (apply_trends)
                 "term_hashes": [str(h) for h in c.term_hashes[:5]],
                 "story_ids": c.stories[:20],
             }
@@ -1471,8 +1527,7 @@ def _topic_index(
 
 def _declining(
     prev_index: Sequence[Mapping[str, Any]],
-    clusters: Sequence[_Cluster],
-    trends: Mapping[str, str | None],
+    clusters: Sequence[TrendCandidate],
     config: DigestConfig,
 ) -> list[str]:
     """Labels of previous topics that shrank by 50 %+ (or disappeared)."""
