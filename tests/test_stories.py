@@ -170,6 +170,8 @@ def test_story_postings_sweep_skips_only_terms_with_nothing_to_drop() -> None:
             p.expire(now)
             assert p._post == want and [list(d) for d in p._post.values()] == [list(d) for d in want.values()]
             assert all(p._low[t] <= min(d.values()) for t, d in p._post.items()) and p._low.keys() == p._post.keys()
+            # every term is listed in the hour of its bound (a sweep reads only those hours)
+            assert all(t in p._due.get(b // HOUR_MS, ()) for t, b in p._low.items())
         if step % 500 == 0:
             p = pickle.loads(pickle.dumps(p))
     old = StoryPostings.__new__(StoryPostings)

@@ -30,7 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from itertools import pairwise
+from itertools import pairwise, repeat
+from operator import mul
 from typing import Any, NamedTuple, Protocol
 
 import xxhash
@@ -980,10 +981,12 @@ class StoryPostings:
     ``max_stories`` (hot terms like "apple" cannot make a lookup slow). Only stories touched
     within ``idle_ms`` are returned; :meth:`expire` (once per slab of event time) sweeps out
     older entries, so the state holds only open stories. A sweep skips a term whose entries
-    are all newer by a lower bound of their times (``_low``, not pickled: rebuilt on load).
+    are all newer by a lower bound of their times (``_low``, not pickled: rebuilt on load), and
+    reads only the terms whose bound lies in an hour the sweep reaches (``_due``): not every
+    term of the shard each time.
     """
 
-    __slots__ = ("_low", "_post", "idle_ms", "max_stories")
+    __slots__ = ("_due", "_low", "_post", "idle_ms", "max_stories")
 
     def __init__(self, idle_ms: int = 12 * HOUR_MS, max_stories: int = 32) -> None:
         self.idle_ms = idle_ms
@@ -991,6 +994,9 @@ class StoryPostings:
         self._post: dict[str, dict[str, int]] = {}
         #: term -> at most the oldest time of its entries (a refresh only raises an entry's time)
         self._low: dict[str, int] = {}
+        #: hour -> terms whose ``_low`` was set in that hour (every term is in the list of its
+        #: bound's hour; a term whose bound moved since may still be listed in another)
+        self._due: dict[int, list[str]] = {}
 
     def lookup(self, terms: Iterable[str], now_ms: int) -> dict[str, list[str]]:
         """Open stories per term (terms without any are left out)."""
@@ -1009,13 +1015,19 @@ class StoryPostings:
         post = self._post
         low = self._low
         cap = self.max_stories
+        due = None
         for t in terms:
             d = post.get(t)
             if d is None:
                 post[t] = {story_id: time_ms}
                 low[t] = time_ms
+                if due is None:
+                    due = self._due.setdefault(time_ms // HOUR_MS, [])
+                due.append(t)
                 continue
             if time_ms < low[t]:
+                if low[t] // HOUR_MS != time_ms // HOUR_MS:
+                    self._due.setdefault(time_ms // HOUR_MS, []).append(t)
                 low[t] = time_ms
             old = d.pop(story_id, None)
             d[story_id] = time_ms if old is None or time_ms > old else old
@@ -1028,22 +1040,31 @@ class StoryPostings:
         dropped = 0
         post = self._post
         low = self._low
-        for t in list(post):
-            if low[t] > since:  # every entry is newer: nothing to drop
-                continue
-            d = post[t]
-            if d:
-                oldest = min(d.values())
-                if oldest > since:  # nothing to drop: the dict (and its order) stays
-                    low[t] = oldest
+        due = self._due
+        top = since // HOUR_MS  # hours below it lie wholly before ``since``, its own partly
+        for h in sorted(h for h in due if h <= top):
+            for t in due.pop(h):
+                b = low.get(t)
+                if b is None or b // HOUR_MS != h:
+                    continue  # gone, or listed again in its bound's hour
+                if b > since:  # every entry is newer: nothing to drop (stays listed here)
+                    due.setdefault(h, []).append(t)
                     continue
-            keep = {sid: ms for sid, ms in d.items() if ms > since}
-            dropped += len(d) - len(keep)
-            if keep:
-                post[t] = keep
-                low[t] = min(keep.values())
-            else:
-                del post[t], low[t]
+                d = post[t]
+                if d:
+                    oldest = min(d.values())
+                    if oldest > since:  # nothing to drop: the dict (and its order) stays
+                        low[t] = oldest
+                        due.setdefault(oldest // HOUR_MS, []).append(t)
+                        continue
+                keep = {sid: ms for sid, ms in d.items() if ms > since}
+                dropped += len(d) - len(keep)
+                if keep:
+                    post[t] = keep
+                    low[t] = b = min(keep.values())
+                    due.setdefault(b // HOUR_MS, []).append(t)
+                else:
+                    del post[t], low[t]
         return dropped
 
     def __len__(self) -> int:
@@ -1075,6 +1096,9 @@ class StoryPostings:
     def _reindex(self) -> None:
         # (a term without entries, as a state restored from before may hold, is swept out)
         self._low = {t: min(d.values(), default=_NO_TIME) for t, d in self._post.items()}
+        self._due = {}
+        for t, b in self._low.items():
+            self._due.setdefault(b // HOUR_MS, []).append(t)
 
 
 #: below any event time: a term with this bound is read by the next sweep
@@ -1187,7 +1211,9 @@ def _centroid_cosine(a: StoryState, b: StoryState) -> float:
     if a.norm <= 0.0 or b.norm <= 0.0:
         return 0.0
     small, big = (a.centroid, b.centroid) if len(a.centroid) <= len(b.centroid) else (b.centroid, a.centroid)
-    return sum(w * big.get(t, 0.0) for t, w in small.items()) / (a.norm * b.norm)
+    # (the same products summed in the same order as a generator would, without its frames)
+    dot: float = sum(map(mul, small.values(), map(big.get, small, repeat(0.0))))
+    return dot / (a.norm * b.norm)
 
 
 class StoryAssignment(NamedTuple):
