@@ -28,6 +28,7 @@ is than the peer), ``flow-p1 / flow-p2`` (speed-up of 2 processes) and ``flow-ba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -62,14 +63,18 @@ def run_pair(cmd: list[str], envs: list[dict[str, str]], cwd: Path = ROOT) -> tu
     """Wall seconds until every copy of ``cmd`` (one per env, started together) has ended, and
     the peak RSS in MB of the largest process."""
     t0 = time.perf_counter()
-    procs = [subprocess.Popen(cmd, env=e, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for e in envs]
     peak = 0
-    for proc in procs:
-        _, status, usage = os.wait4(proc.pid, 0)
-        if status != 0:
-            raise SystemExit(f"failed ({status}): {' '.join(cmd)}")
-        peak = max(peak, usage.ru_maxrss // 1024)
+    with contextlib.ExitStack() as stack:  # (a pipe could fill while the other copy runs)
+        errs = [stack.enter_context(tempfile.TemporaryFile()) for _ in envs]
+        procs = [subprocess.Popen(cmd, env=e, cwd=cwd, stdout=subprocess.DEVNULL, stderr=f)
+                 for e, f in zip(envs, errs, strict=True)]
+        for i, proc in enumerate(procs):
+            _, status, usage = os.wait4(proc.pid, 0)
+            if status != 0:
+                errs[i].seek(0)
+                sys.stderr.write(errs[i].read().decode(errors="replace")[-3000:])
+                raise SystemExit(f"failed ({status}, copy {i}): {' '.join(cmd)}")
+            peak = max(peak, usage.ru_maxrss // 1024)
     return time.perf_counter() - t0, peak
 
 
