@@ -5,7 +5,9 @@
 
 Runs, in turn (A B C A B C ...), each as its own process:
 
-* ``flow-p1``: the whole flow, 1 process (``python -m bytewax.testing "flows.entry:file_flow()" -p 1``)
+* ``flow-p1``: the whole flow, 1 process (``python -m bytewax.run "flows.entry:file_flow()"``;
+  since the twenty-fourth session, not ``bytewax.testing -p 1``, which opens ``localhost:2101``
+  for a cluster of one: two copies at once could collide there, and one of ``--pair``'s did)
 * ``flow-p2``: the whole flow, 2 processes (``-p 2``)
 * ``naive``:   ``bench/naive_peer.py`` (feedparser + a dict on GUID / canonical URL)
 * ``flow-base`` (with ``--baseline-src DIR``): the whole flow, 1 process, with another
@@ -120,16 +122,16 @@ def main() -> None:
     polls, items = count_items(archive)
     py = sys.executable
     cmds = {
-        "flow-p1": [py, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "1"],
+        "flow-p1": [py, "-m", "bytewax.run", "flows.entry:file_flow()"],  # (no port: see above)
         "flow-p2": [py, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "2"],
         "naive": [py, "bench/naive_peer.py", str(archive)],
     }
     cmds = {k: v for k, v in cmds.items() if k not in args.skip}
     base = Path(args.baseline_src).resolve() if args.baseline_src else None
     if base is not None:
-        cmds["flow-base"] = cmds.get("flow-p1") or [py, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "1"]
+        cmds["flow-base"] = cmds.get("flow-p1") or [py, "-m", "bytewax.run", "flows.entry:file_flow()"]
     if args.pair:
-        cmds["flow-p1x2"] = [py, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "1"]
+        cmds["flow-p1x2"] = [py, "-m", "bytewax.run", "flows.entry:file_flow()"]
     res: dict[str, list[tuple[float, int]]] = {k: [] for k in cmds}
     articles = 0
     for r in range(args.runs):
