@@ -53,6 +53,18 @@ def test_minhash_equals_datasketch() -> None:
         m.update_batch([t.encode() for t in s])
         assert np.array_equal(m.hashvalues, sig)
         assert np.array_equal(minhash_signature(s), sig)
+    assert np.array_equal(minhash_signatures(sets, cached=False), sigs)  # the body shingles' path
+
+
+def test_shingle_hashes_equal_datasketch_sha1_hash32_with_and_without_the_memo() -> None:
+    from datasketch.hashfunc import sha1_hash32
+
+    from newsflow.dedup.similarity import _shingle_hash, _shingle_hash_uncached
+
+    for s in ["fed", "", "holds rates steady", "café ünïcode 東京", "lone \udc80 surrogate", "x" * 5000]:
+        want = sha1_hash32(s.encode("utf-8", "surrogatepass"))
+        assert _shingle_hash_uncached(s) == want
+        assert _shingle_hash(s) == want
 
 
 def test_minhash_jaccard_estimate_and_b_bit() -> None:

@@ -427,7 +427,8 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
     body_keys: dict[int, tuple[int, ...]] = {}
     body_sigs: dict[int, bytes] = {}
     if with_body:
-        sigs = minhash_signatures([body_shingles[i] for i in with_body], config.num_perm)
+        # (body shingles are runs of words, mostly seen once: hashed without the title words' memo)
+        sigs = minhash_signatures([body_shingles[i] for i in with_body], config.num_perm, cached=False)
         keys = lsh_band_keys_bulk(sigs, config.lsh_bands, config.lsh_rows, "b").tolist()
         for j, i in enumerate(with_body):
             body_keys[i] = tuple(keys[j])
