@@ -165,14 +165,9 @@ _FIRST_U32 = struct.Struct("<I").unpack_from
 _SHA1 = hashlib.sha1
 
 
-def _sha1_32(data: bytes) -> int:
-    """datasketch.hashfunc.sha1_hash32: first 4 bytes of SHA-1, little endian."""
-    value: int = _FIRST_U32(_SHA1(data).digest())[0]
-    return value
-
-
 def _shingle_hash_uncached(shingle: str) -> int:
-    """sha1_hash32 of a shingle's UTF-8 bytes."""
+    """datasketch.hashfunc.sha1_hash32 of a shingle's UTF-8 bytes: the first 4 bytes of its
+    SHA-1, little endian."""
     value: int = _FIRST_U32(_SHA1(shingle.encode("utf-8", "surrogatepass")).digest())[0]
     return value
 
