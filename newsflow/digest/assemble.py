@@ -435,16 +435,18 @@ def _select(
     return _Selected(w.take(keep), [scores[i] for i in keep], [cov[i] for i in keep])
 
 
+#: what the digest functions take as a window's feed health: an accumulator, its summary, or
+#: the window's ``feed-health`` records
+FeedHealthInput = FeedHealthAccumulator | Mapping[str, Any] | Iterable[Mapping[str, Any]] | None
+
+
 def assemble_digest(
     records: Iterable[Mapping[str, Any]],
     window: DigestWindow,
     *,
     schedule: DigestSchedule | None = None,
     previous: Mapping[str, Any] | None = None,
-    feed_health: FeedHealthAccumulator
-    | Mapping[str, Any]
-    | Iterable[Mapping[str, Any]]
-    | None = None,
+    feed_health: FeedHealthInput = None,
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
     final: bool = True,
     coverage: StoryCoverage | None = None,
@@ -478,10 +480,7 @@ def draft_digest(
     window: DigestWindow,
     *,
     schedule: DigestSchedule | None = None,
-    feed_health: FeedHealthAccumulator
-    | Mapping[str, Any]
-    | Iterable[Mapping[str, Any]]
-    | None = None,
+    feed_health: FeedHealthInput = None,
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
     final: bool = True,
     coverage: StoryCoverage | None = None,
@@ -590,7 +589,7 @@ def _assemble(
     records: Iterable[Mapping[str, Any]],
     window: DigestWindow,
     schedule: DigestSchedule | None,
-    feed_health: FeedHealthAccumulator | Mapping[str, Any] | Iterable[Mapping[str, Any]] | None,
+    feed_health: FeedHealthInput,
     config: DigestConfig,
     final: bool,
     coverage: StoryCoverage | None,
