@@ -1446,7 +1446,7 @@ class _PrevTopics:
 
 
 def _match_prev(
-    c: _Cluster | TrendCandidate, terms: Sequence[int], prev: _PrevTopics | Sequence[Mapping[str, Any]]
+    c: TrendCandidate, terms: Sequence[int], prev: _PrevTopics | Sequence[Mapping[str, Any]]
 ) -> Mapping[str, Any] | None:
     """The previous window's topic this cluster continues: shared story ids first, then the
     largest overlap of top terms (Jaccard >= 0.4 over the top-5 term hashes)."""
