@@ -469,6 +469,10 @@ class DigestSettings(_DigestParams):  # type: ignore[misc,valid-type]
     tz: str = "UTC"
     #: the rolling digest for monitoring users: every N minutes, covering the last N minutes
     rolling_minutes: int = Field(60, ge=1, le=24 * 60)
+    #: assemble each window on its own key (``newsflow.flows.digest_windows``: no digest key
+    #: sees every article, windows spread over the workers); false: one key per digest type.
+    #: Flows with profile digests or live relevance always use one key per type.
+    per_window: bool = True
 
     @field_validator("tz")
     @classmethod
@@ -483,7 +487,7 @@ class DigestSettings(_DigestParams):  # type: ignore[misc,valid-type]
         return v
 
     def to_config(self) -> DigestConfig:
-        return DigestConfig(**self.model_dump(exclude={"tz", "rolling_minutes"}))
+        return DigestConfig(**self.model_dump(exclude={"tz", "rolling_minutes", "per_window"}))
 
     def schedule(self) -> Any:
         """The digest types and windows (``newsflow.digest.schedule.DigestSchedule``)."""

@@ -144,9 +144,10 @@ class Shared:
         return _shared_from, self._blob
 
 
-#: what arrived as :class:`Shared` in this process, by digest (the last few: the other keys'
-#: copies of a message arrive together)
-_RECEIVED = BoundedMemo(8)
+#: what arrived as :class:`Shared` in this process, by digest (the last few hundred: a digest
+#: entry goes to one window key per digest type, each in its own batch, so its copies arrive
+#: among other keys' messages, not together)
+_RECEIVED = BoundedMemo(512)
 
 
 def _shared_from(digest: bytes, data: bytes) -> Shared:

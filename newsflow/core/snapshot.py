@@ -23,10 +23,15 @@ FORMAT = "newsflow-state"
 #: keeps its state under the old key names, which no item reaches any more
 #: 4: compact layouts (the story step's band index as arrays, its term statistics without their
 #: sums, dedup entries keyed by digests): an older release cannot read them, this one reads 3
-VERSION = 4
+#: 5: digests per window (``newsflow.flows.digest_windows``): a store of an earlier version
+#: keeps the digests' state under the per-type steps, which the per-window steps do not read
+#: (the story step refuses it when the digests are per window: :data:`PER_WINDOW_VERSION`)
+VERSION = 5
 #: the oldest version this release resumes from (the objects of version 3 convert themselves
 #: on load: their ``__setstate__`` reads the layout of before)
 MIN_VERSION = 3
+#: the oldest version a flow with per-window digests resumes from
+PER_WINDOW_VERSION = 5
 
 #: what a step's ``snapshot()`` returns and its builder gets back: the dict, or its pickle
 Snapshot = bytes | dict[str, Any]
@@ -41,8 +46,9 @@ def make_snapshot(step: str, fields: dict[str, Any], *, freeze: bool) -> Snapsho
     return pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL) if freeze else snap
 
 
-def restore(step: str, resume: object) -> dict[str, Any]:
-    """The named fields of a snapshot made by :func:`make_snapshot` for ``step``.
+def restore(step: str, resume: object, *, min_version: int = MIN_VERSION) -> dict[str, Any]:
+    """The named fields of a snapshot made by :func:`make_snapshot` for ``step`` (of version
+    ``min_version`` or later).
 
     >>> restore("dedup", make_snapshot("dedup", {"n": 1}, freeze=True))
     {'n': 1}
@@ -63,7 +69,7 @@ def restore(step: str, resume: object) -> dict[str, Any]:
     if snap.get("step") != step:
         msg = f"step {step!r}: the recovery snapshot belongs to step {snap.get('step')!r}"
         raise SnapshotFormatError(msg)
-    if int(snap.get("version", 0)) < MIN_VERSION:
+    if int(snap.get("version", 0)) < min_version:
         msg = (
             f"step {step!r}: the recovery snapshot has version {snap.get('version')}, from an earlier "
             f"release whose state layout differs (this release: {VERSION}); resume is refused: start "

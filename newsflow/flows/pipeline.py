@@ -5,8 +5,13 @@
       -> dedup      exact dedup, layers 1-2 (GUID, canonical URL)   [key: dedup.shards domain shards]
       -> stories    tick-aligned merge; layers 3-5 + story ids;     [key: K shards by a stable
                     importance score; online topic (river k-means)   hash of the feed category]
-      -> digests    event-time digest windows (morning/midday/      [key: one per digest type,
-                    evening/weekly/rolling), assembly                "digests:<type>"]
+      -> digests    event-time digest windows (morning/midday/evening/weekly/rolling):
+                    feeders: entries to windows, seals              [key: the story shard's]
+                    clock: which windows close (ticks, health)      [key: one, no articles]
+                    windows: one draft each                         [key: "dw:<type>:<start>"]
+                    trends: drafts in window order -> digests       [key: one per digest type]
+                    (``newsflow.flows.digest_windows``; flows with profiles: one key per type,
+                    "digests:<type>", ``DigestsLogic``)
       -> (topic, key, value) for the sinks
 
 Only wiring lives here: the logic is in the pure step packages. Step ids are constants because
@@ -19,7 +24,7 @@ when it crosses a ``tick_ms`` boundary, broadcasts a tick (watermark + the input
 cut at) to every dedup shard. Shards expire state on ticks and forward them; the stories step
 releases items only when every shard has forwarded a tick beyond them (``newsflow.core.alignment``),
 in input order, so its output is identical for any number of workers; it forwards the
-watermark to the digests step, which closes windows on it. Nothing reads the wall clock. A
+watermark to the digests, which close windows on it. Nothing reads the wall clock. A
 heartbeat envelope (``feed_id="__tick__"``) moves event time on quiet streams.
 """
 
@@ -44,7 +49,7 @@ from newsflow.core.gctune import tune_gc
 from newsflow.core.hashing import shard_of
 from newsflow.core.pickling import Shared
 from newsflow.core.placement import input_keys, key_name, placed_key
-from newsflow.core.snapshot import Snapshot, make_snapshot, restore
+from newsflow.core.snapshot import MIN_VERSION, PER_WINDOW_VERSION, Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.exact import DedupShard, dedup_shard_key
 from newsflow.dedup.stories import (
@@ -418,13 +423,19 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
 class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
     """Tick-aligned: near-duplicates, same-event and story ids, importance, topics."""
 
-    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool) -> None:
+    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool, *,
+                 quiet_health: bool = False) -> None:
         self.s = settings
         self.recovery = recovery
+        #: emit the quiet copies of health reports with a reliability too (for the per-window
+        #: digests' feeder of this shard: each keeps its feeds' reliability)
+        self.quiet_health = quiet_health
         self.story_config = settings.stories.to_config()
         self.score_config = settings.scoring.to_config()
         self.families = families_of(settings)
-        st = restore(STEP_STORIES, resume) if resume is not None else {}
+        # (a store from before the per-window digests has their state elsewhere: refused)
+        st = restore(STEP_STORIES, resume, min_version=PER_WINDOW_VERSION if quiet_health else MIN_VERSION
+                     ) if resume is not None else {}
         # (explicit membership tests: an empty aligner is falsy but its tick counts matter)
         self.merge: EpochMerge = st["merge"] if "merge" in st else EpochMerge(
             tuple(key_name(k) for k in shard_keys(settings)))
@@ -462,8 +473,8 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 h = x.record
                 if h.get("reliability") is not None:
                     self.reliability[h["feed_id"]] = h["reliability"]
-                if x.report:
-                    out.append(x)
+                if x.report or (self.quiet_health and h.get("reliability") is not None):
+                    out.append(x)  # (per-window digests: each shard's feeder keeps reliability)
                 continue
             a = x.article
             recs.append((self._story(x, x.features if x.features is not None else next(feats)),
@@ -756,17 +767,16 @@ def _digests_builder(settings: Settings, recovery: bool, profiles: ProfilesConfi
     return lambda resume: DigestsLogic(settings, resume, recovery, profiles, frozenset({dtype}))
 
 
-def _to_digests(settings: Settings, profiles: ProfilesConfig | None
-                ) -> Callable[[list[tuple[str, StoryOutput]]], list[tuple[str, Shared]]]:
-    """Story-shard outputs for the digest steps; an article's digest entry and publisher
-    families are built here, once, where the story shard runs (not once per digest step), for a
-    whole batch of records in one call (the text analysis is vectorized per call: ~2x cheaper
-    than one call per record)."""
+def _from_shards(settings: Settings, profile_terms: bool = False
+                 ) -> Callable[[list[tuple[str, StoryOutput]]], list[tuple[str, FromShard]]]:
+    """Story-shard outputs as the digests read them, each with its shard's key: an article's
+    digest entry and publisher families are built here, once, where the story shard runs (not
+    once per digest step or window), for a whole batch of records in one call (the text analysis
+    is vectorized per call: ~2x cheaper than one call per record)."""
     cfg = settings.digests.to_config()
-    profile_terms = bool(profiles.with_digests) if profiles is not None else False
     family = families_of(settings).family
 
-    def route(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, Shared]]:
+    def convert(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, FromShard]]:
         kept = [(k, m) for k, m in batch if not isinstance(m, StoryUpdate | MergedArticle)]
         # (without its feed's boilerplate: a channel's description under every video is not
         # what the video is about, for the topic clustering and the summary)
@@ -774,11 +784,21 @@ def _to_digests(settings: Settings, profiles: ProfilesConfig | None
                 for _, m in kept if isinstance(m, ScoredArticle)]
         entries = iter(digest_entries(arts, title_weight=cfg.title_weight, body_words=cfg.body_words,
                                       profile_terms=profile_terms) if arts else ())
-        # one message for the five digest steps: pickled once, not per step on another process
-        return [(k, Shared(v)) for k, v in by_key(
-            (DIGESTS_KEY, FromShard(k, ScoredArticle(_digest_view(m.record, family), next(entries))
-                                    if isinstance(m, ScoredArticle) else
-                                    _slim(m) if isinstance(m, HealthReport) else m)) for k, m in kept)]
+        return [(k, FromShard(k, ScoredArticle(_digest_view(m.record, family), next(entries))
+                              if isinstance(m, ScoredArticle) else
+                              _slim(m) if isinstance(m, HealthReport) else m)) for k, m in kept]
+
+    return convert
+
+
+def _to_digests(settings: Settings, profiles: ProfilesConfig | None
+                ) -> Callable[[list[tuple[str, StoryOutput]]], list[tuple[str, Shared]]]:
+    """Story-shard outputs for the per-type digest steps (:func:`_from_shards`), as one message
+    for the five steps: pickled once, not per step on another process."""
+    convert = _from_shards(settings, bool(profiles.with_digests) if profiles is not None else False)
+
+    def route(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, Shared]]:
+        return [(k, Shared(v)) for k, v in by_key((DIGESTS_KEY, m) for _, m in convert(batch))]
 
     return route
 
@@ -837,6 +857,7 @@ def newsflow_steps(
     profile steps too (``newsflow.flows.profiles``)."""
     tune_gc(settings.flow.gc_young_threshold)
     sources = tuple(sorted(key_name(p) for p in partitions))  # the merges name sources by name
+    pw = per_window(settings, profiles)
     parsed = op.stateful(STEP_PARSE, raw, isolated("parse", settings,
                                                     lambda r: ParseLogic(settings, r, recovery, inflight_dir)))
     split = op.branch("split_parse", parsed, lambda kv: isinstance(kv[1], Output))
@@ -850,7 +871,7 @@ def newsflow_steps(
     to_stories = op.flat_map_batch("to_stories", dedup_split.falses,
                                    lambda b: by_key(kv for x in b for kv in route(x)))
     stories_all = op.stateful(STEP_STORIES, to_stories,
-                              isolated("stories", settings, lambda r: StoriesLogic(settings, r, recovery)))
+                              isolated("stories", settings, lambda r: StoriesLogic(settings, r, recovery, quiet_health=pw)))
     stories_split = op.branch("split_stories", stories_all, lambda kv: isinstance(kv[1], Output))
     storied = stories_split.falses
     stories = op.filter_map("story_outputs", storied, _record_output(settings.kafka.topics.stories, StoryUpdate, "story_id"))
@@ -869,12 +890,23 @@ def newsflow_steps(
                                                    recovery=recovery)
             extra.append(rel_dls)
     articles = op.filter_map("article_outputs", scored, _record_output(settings.kafka.topics.articles, (ScoredArticle, MergedArticle), "key"))
+    digest_outs = _per_window_digests(scored, settings, recovery) if pw else _per_type_digests(
+        scored, learned, settings, profiles, recovery)
+    digest_out = op.merge("digest_outputs", *digest_outs)
+    errors = op.map("step_errors", op.merge("merge_step_errors", dedup_split.trues, stories_split.trues),
+                    lambda kv: kv[1])
+    outs = op.merge("all_outputs", direct, articles, stories, digest_out, errors, *extra)  # type: ignore[arg-type]
+    return op.flat_map("guard_outputs", outs, output_guard(settings))
+
+
+def _per_type_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream[Any] | None, settings: Settings,
+                      profiles: ProfilesConfig | None, recovery: bool) -> list[Stream[Output]]:
+    """One step (and key) per digest type: every type sees the same records, their windows are
+    assembled in parallel; each keeps only its own types' retention (flows with profiles)."""
     to_digests = op.flat_map_batch("to_digests", scored, _to_digests(settings, profiles))
     if learned is not None:
         to_digests = op.merge("digests_in", to_digests, op.filter_map(
             "profiles_to_digest_key", learned, lambda m: None if isinstance(m, ProfileVersion) else (DIGESTS_KEY, m)))
-    # one step (and key) per digest type: every type sees the same records, their windows are
-    # assembled in parallel; each keeps only its own types' retention
     digest_outs: list[Stream[Output]] = []
     dkeys = digest_keys(settings)
     for dtype in sorted(dkeys):
@@ -882,11 +914,50 @@ def newsflow_steps(
         step = op.stateful(f"{STEP_DIGESTS}_{dtype}", keyed_in,
                            isolated("digests", settings, _digests_builder(settings, recovery, profiles, dtype)))
         digest_outs.append(op.map(f"digest_outputs_{dtype}", step, lambda kv: kv[1]))
-    digest_out = op.merge("digest_outputs", *digest_outs)
-    errors = op.map("step_errors", op.merge("merge_step_errors", dedup_split.trues, stories_split.trues),
-                    lambda kv: kv[1])
-    outs = op.merge("all_outputs", direct, articles, stories, digest_out, errors, *extra)  # type: ignore[arg-type]
-    return op.flat_map("guard_outputs", outs, output_guard(settings))
+    return digest_outs
+
+
+def per_window(settings: Settings, profiles: ProfilesConfig | None) -> bool:
+    """Whether the digests are assembled per window (``digests.per_window``, without profiles)."""
+    return profiles is None and settings.digests.per_window
+
+
+def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], settings: Settings,
+                        recovery: bool) -> list[Stream[Output]]:
+    """Digests assembled per window (:mod:`newsflow.flows.digest_windows`): each story shard's
+    feeder (same key) -> window keys and the clock (ticks, health) -> the types' trend keys."""
+    from newsflow.flows.digest_windows import (
+        DigestClockLogic,
+        FeederLogic,
+        FeederTick,
+        TrendLogic,
+        WindowLogic,
+        WindowOrder,
+        trend_key,
+    )
+
+    types = tuple(sorted(t.name for t in settings.digests.schedule().types))
+    tkeys = {t: trend_key(t, j) for j, t in enumerate(types)}
+    clock_key = placed_key("digest_clock", len(types))
+    wconfigs = (settings.digests.schedule(), settings.digests.to_config(), settings.scoring.to_config())
+    convert = _from_shards(settings)  # each shard's messages for its feeder: the same key, no crossing
+    feeder_in = op.flat_map_batch("to_digest_feeders", scored, lambda b: by_key(convert(b)))
+    feeders = op.stateful("digest_feeders", feeder_in, isolated("digests", settings, lambda r: FeederLogic(settings, r, clock_key, recovery)))
+    f_dl = op.branch("split_feeders_dl", feeders, lambda kv: isinstance(kv[1], Output))
+    f_routes = op.map("feeder_routes", f_dl.falses, lambda kv: kv[1])
+    f_split = op.branch("split_feeders", f_routes, lambda kv: isinstance(kv[1], FeederTick | FromShard))
+    clock_in = op.flat_map_batch("to_digest_clock", f_split.trues, by_key)
+    clock = op.stateful("digest_clock", clock_in, isolated("digests", settings, lambda r: DigestClockLogic(settings, r, tkeys, recovery)))
+    c_dl = op.branch("split_clock_dl", clock, lambda kv: isinstance(kv[1], Output))
+    c_routes = op.map("clock_routes", c_dl.falses, lambda kv: kv[1])
+    c_split = op.branch("split_clock", c_routes, lambda kv: isinstance(kv[1], WindowOrder))
+    win_in = op.flat_map_batch("to_digest_windows", op.merge("digest_window_in", f_split.falses, c_split.falses), by_key)
+    wins = op.stateful("digest_windows", win_in, isolated("digests", settings, lambda r: WindowLogic(settings, r, tkeys, wconfigs, recovery)))
+    w_dl = op.branch("split_windows_dl", wins, lambda kv: isinstance(kv[1], Output))
+    trend_in = op.merge("digest_trend_in", op.map("window_drafts", w_dl.falses, lambda kv: kv[1]), c_split.trues)
+    trends = op.stateful("digest_trends", trend_in, isolated("digests", settings, lambda r: TrendLogic(settings, r, recovery)))
+    return [op.map("feeder_dls", f_dl.trues, lambda kv: kv[1]), op.map("clock_dls", c_dl.trues, lambda kv: kv[1]),
+            op.map("window_dls", w_dl.trues, lambda kv: kv[1]), op.map("trend_outputs", trends, lambda kv: kv[1])]
 
 
 def output_guard(settings: Settings) -> Callable[[Output], list[Output]]:

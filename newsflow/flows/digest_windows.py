@@ -1,0 +1,513 @@
+"""Digests assembled per window (issue 11, item 2): no digest key sees every article.
+
+Four steps replace the one key per digest type (which kept every entry of its longest window,
+and assembled its windows one after the other):
+
+* a **feeder** per story shard (:class:`FeederLogic`, keyed like the shard, so on its worker)
+  sends each article's digest entry to the keys of the windows that read it, keeps the coverage
+  of the shard's stories (publishers and tiers over time, merges, feeds' reliability) and, when
+  the shard's watermark passes a window's end, *seals* its part of the window: the ids of the
+  entries it sent, in its order, each story's successor and coverage as of the end
+  (:class:`WindowSeal`). Its ticks to the clock carry the hours it had data in and the windows
+  it sealed;
+* the **clock** (:class:`DigestClockLogic`, one key) reads the feeders' ticks and the health
+  reports, never an article. It decides, by the single key's rules (the slowest shard's
+  watermark; no empty windows across a quiet stretch), which windows close, and sends each a
+  :class:`WindowClose` (the shards whose seals it reads, its feed-health summary) and its
+  type's trend key a :class:`WindowOrder`;
+* a key **per window** (``dw:type:start``, :class:`WindowLogic`) drafts the window's digest
+  (:func:`~newsflow.digest.assemble.draft_digest`) once it has the close, those seals and every
+  entry they name, in whatever order they came, sends the draft to the trend key and ends:
+  windows of every type are assembled on every worker, each key's state lives as long as its
+  window;
+* a **trend** key per type (:class:`TrendLogic`) applies the trends
+  (:func:`~newsflow.digest.assemble.apply_trends`) to the drafts in window order and emits the
+  digests.
+
+The same digests, byte for byte, as the single key per type, for any number of workers
+(tested). The one key that still sees every article of a deployment is the story shard of feeds
+without a category, and its feeder (the same key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from bytewax.operators import StatefulLogic
+
+from newsflow.core.exactbytes import exact_size
+from newsflow.core.pickling import Shared
+from newsflow.core.placement import placed_key
+from newsflow.core.snapshot import Snapshot, make_snapshot, restore
+from newsflow.core.timeutil import HOUR_MS, iso_to_ms
+from newsflow.digest.assemble import DigestDraft, apply_trends, draft_digest, next_memory
+from newsflow.digest.coverage import StoryCoverage
+from newsflow.digest.health import FeedHealthAccumulator
+from newsflow.digest.schedule import DigestWindow
+from newsflow.flows import metrics
+from newsflow.model.messages import FromShard, HealthReport, Output, ScoredArticle, StoryMerge
+from newsflow.wire.codec import dumps
+
+JsonRecord = dict[str, Any]
+STEP_FEEDER, STEP_CLOCK, STEP_WINDOW, STEP_TREND = "digest_feeder", "digest_clock", "digest_window", "digest_trend"
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageAt:
+    """What a window's re-scoring reads of the story coverage, as of the window's end: each of
+    its stories' publishers and tiers, each of its feeds' reliability (from the story shards'
+    seals: each shard keeps its stories' coverage)."""
+
+    end_ms: int
+    stories: Mapping[str, tuple[list[str], list[str]]]
+    feeds: Mapping[str, float | None]
+
+    def as_of(self, story_id: Any, end_ms: int) -> tuple[list[str], list[str]]:
+        if not story_id:
+            return [], []
+        assert end_ms == self.end_ms
+        pubs, tiers = self.stories[story_id]
+        return list(pubs), list(tiers)
+
+    def reliability_of(self, feed_id: Any, end_ms: int) -> float | None:
+        assert end_ms == self.end_ms
+        return self.feeds[feed_id] if feed_id else None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowEntry:
+    """An article's digest entry for one window."""
+
+    entry: JsonRecord
+
+
+@dataclass(frozen=True, slots=True)
+class WindowClose:
+    """The clock closed ``window``: the story shards whose seals it reads, its feed health."""
+
+    window: DigestWindow
+    sealers: tuple[str, ...]
+    feed_health: Mapping[str, Any]
+    final: bool
+    as_of_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowOrder:
+    """The next window of the type, in order, whose draft the trend key applies."""
+
+    window: DigestWindow
+    final: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WindowDraft:
+    window: DigestWindow
+    final: bool
+    draft: DigestDraft
+
+
+@lru_cache(maxsize=4096)
+def windows_touching_hour(schedule: Any, hour: int, types: tuple[str, ...] | frozenset[str]) -> tuple[DigestWindow, ...]:
+    """The windows of ``types`` whose hour range (``start // HOUR ..= end // HOUR``, what a
+    window's assembly reads) contains ``hour``: where an article fetched in that hour goes."""
+    lo, hi = hour * HOUR_MS, (hour + 1) * HOUR_MS
+    out: list[DigestWindow] = []
+    for name in types:
+        dt = schedule.type(name)
+        if dt.kind == "rolling":
+            every, length = dt.every_minutes * 60_000, dt.rolling_length_ms
+            e = -(-lo // every) * every
+            while e - length < hi:
+                out.append(DigestWindow(name, e - length, e))
+                e += every
+            continue
+        seen: set[int] = set()
+        for t in (lo - 1, lo, hi - 1):
+            for w in schedule.windows_containing(t, (name,)):
+                if w.start_ms not in seen and w.start_ms < hi and w.end_ms >= lo:
+                    seen.add(w.start_ms)
+                    out.append(w)
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def window_key(w: DigestWindow) -> str:
+    return f"dw:{w.digest_type}:{w.start_ms}"
+
+
+def trend_key(dtype: str, slot: int) -> str:
+    return placed_key(f"dt:{dtype}", slot)
+
+
+@dataclass(slots=True)
+class _Slim:
+    article_id: str
+    story_id: str | None
+    feed_id: str | None
+    #: the entry's time on the digests' basis (None: it has none)
+    at_ms: int | None
+    exact: bool
+
+
+def entry_time(e: Mapping[str, Any], basis: str) -> int | None:
+    t = e.get("fetched_ms" if basis == "fetched" else "published_ms")
+    return t if isinstance(t, int) else None
+
+
+def window_reads(w: DigestWindow, at_ms: int | None, exact: bool) -> bool:
+    """Whether a window's assembly reads an entry of one of its hours: the entries in the window
+    (on the digests' time basis) and exact duplicates (their preferred copy, whatever its time)."""
+    return exact or (at_ms is not None and w.start_ms <= at_ms < w.end_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSeal:
+    """A story shard's part of a window, sent when the shard's watermark passed its end (or at
+    the end of the input): the ids of the entries it sent (in its order), each story's
+    successor as of the end, the coverage the window's re-scoring reads."""
+
+    window: DigestWindow
+    shard: str
+    ids: tuple[str, ...]
+    aliases: Mapping[str, str]
+    stories: Mapping[str, tuple[list[str], list[str]]]
+    feeds: Mapping[str, float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class FeederTick:
+    """A story shard's watermark for the digest clock, with the hours it first had records in
+    since its last tick and the windows it sealed."""
+
+    shard: str
+    watermark: int
+    hours: tuple[int, ...]
+    sealed: tuple[DigestWindow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSkip:
+    """A window the clock skipped (a quiet stretch): what was sent to it is not read (once the
+    seals of ``sealers`` are in, everything sent to it is)."""
+
+    sealers: tuple[str, ...]
+
+
+class FeederLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
+    """One story shard's side of the digests (same key as the shard): sends each article's
+    entry to the windows that read it, keeps the coverage of the shard's stories and seals its
+    part of each window when its watermark passes the window's end; the clock gets its ticks
+    and health reports, never an article."""
+
+    def __init__(self, settings: Any, resume: Snapshot | None, clock_key: str, recovery: bool = False) -> None:
+        from newsflow.flows.pipeline import families_of
+
+        self.s = settings
+        self.recovery = recovery
+        self.clock_key = clock_key
+        self.schedule = settings.digests.schedule()
+        self.types = tuple(t.name for t in self.schedule.types)
+        self.basis = settings.digests.to_config().time_basis
+        self.family = families_of(settings).family
+        st = restore(STEP_FEEDER, resume) if resume is not None else {}
+        self.buckets: dict[int, list[_Slim]] = st.get("buckets", {})
+        self.wm: int = st.get("watermark", -(1 << 62))
+        self.sent: dict[DigestWindow, None] = st.get("sent", {})
+        self.hours: dict[int, None] = st.get("hours", {})
+        self.reported: dict[int, None] = st.get("reported", {})
+        self.coverage: StoryCoverage = st["coverage"] if "coverage" in st else StoryCoverage()
+        self.shard: str | None = st.get("shard_key")
+
+    def on_item(self, value: FromShard) -> tuple[Iterable[tuple[str, Any]], bool]:
+        msg = value.message
+        self.shard = value.shard
+        if isinstance(msg, ScoredArticle):
+            e = msg.entry
+            assert e is not None
+            fetched = e["fetched_ms"]
+            h = fetched // HOUR_MS
+            slim = _Slim(e["article_id"], e.get("story_id"), e.get("feed_id"), entry_time(e, self.basis),
+                         e.get("disposition") == "exact_duplicate")
+            out: list[tuple[str, Any]] = []
+            shared = None
+            late: set[str] = set()
+            for w in windows_touching_hour(self.schedule, h, self.types):
+                if w.end_ms <= self.wm:  # sealed already: a late record for it
+                    if w.contains(fetched):
+                        late.add(w.digest_type)
+                    continue
+                self.sent[w] = None
+                if window_reads(w, slim.at_ms, slim.exact):
+                    shared = shared or Shared(WindowEntry(e))
+                    out.append((window_key(w), shared))
+            for _ in late:
+                metrics.LATE.inc()
+            self.buckets.setdefault(h, []).append(slim)
+            if h not in self.reported:
+                self.reported[h] = self.hours[h] = None
+            self.coverage.add(msg.record, self.family)
+            return out, StatefulLogic.RETAIN
+        if isinstance(msg, HealthReport):
+            self.coverage.add_health(msg.record)
+            return ([(self.clock_key, value)] if msg.report else []), StatefulLogic.RETAIN
+        if isinstance(msg, StoryMerge):
+            self.coverage.merge(msg.gone, msg.into, msg.at_ms)
+            return (), StatefulLogic.RETAIN
+        if msg.watermark <= self.wm:
+            return (), StatefulLogic.RETAIN
+        self.wm = msg.watermark
+        due = [w for w in self.sent if w.end_ms <= self.wm]
+        out = [self._seal(w, value.shard) for w in due]
+        out.append((self.clock_key, FeederTick(value.shard, self.wm, tuple(self.hours), tuple(due))))
+        self.hours = {}
+        self._expire()
+        return out, StatefulLogic.RETAIN
+
+    def _seal(self, w: DigestWindow, shard: str) -> tuple[str, WindowSeal]:
+        del self.sent[w]
+        slims = [s for h in range(w.start_ms // HOUR_MS, w.end_ms // HOUR_MS + 1) for s in self.buckets.get(h, ())
+                 if window_reads(w, s.at_ms, s.exact)]
+        cov = self.coverage
+        aliases: dict[str, str] = {}
+        stories: dict[str, tuple[list[str], list[str]]] = {}
+        feeds: dict[str, float | None] = {}
+        for s in slims:
+            sid = s.story_id
+            if sid:
+                to = cov.alias(sid, w.end_ms) if cov.merged else sid
+                if to != sid:
+                    aliases[sid] = to
+                if to not in stories:
+                    stories[to] = cov.as_of(to, w.end_ms)
+            if s.feed_id and s.feed_id not in feeds:
+                feeds[s.feed_id] = cov.reliability_of(s.feed_id, w.end_ms)
+        return window_key(w), WindowSeal(w, shard, tuple(s.article_id for s in slims), aliases, stories, feeds)
+
+    def on_eof(self) -> tuple[Iterable[tuple[str, Any]], bool]:
+        """The end of a finite input: the shard's part of every window it sent records to (the
+        clock assembles the latest of each type, as of the end)."""
+        if self.shard is None or not self.sent:
+            return (), StatefulLogic.RETAIN
+        due = list(self.sent)
+        out: list[tuple[str, Any]] = [self._seal(w, self.shard) for w in due]
+        out.append((self.clock_key, FeederTick(self.shard, self.wm, tuple(self.hours), tuple(due))))
+        self.hours = {}
+        return out, StatefulLogic.RETAIN
+
+    def _expire(self) -> None:
+        low = min([self.wm, *(w.start_ms for w in self.sent)])
+        horizon = min((w.start_ms for w in self.schedule.windows_containing(low)), default=low) // HOUR_MS
+        for h in [h for h in self.buckets if h < horizon]:
+            del self.buckets[h]
+        for h in [h for h in self.reported if h < horizon]:
+            del self.reported[h]
+        self.coverage.expire((self.wm - self.schedule.retention_ms()) // HOUR_MS * HOUR_MS)
+
+    def snapshot(self) -> Snapshot:
+        return make_snapshot(STEP_FEEDER, {
+            "buckets": self.buckets, "watermark": self.wm, "sent": self.sent, "hours": self.hours,
+            "reported": self.reported, "coverage": self.coverage, "shard_key": self.shard}, freeze=self.recovery)
+
+
+class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
+    """The digests' clock (see the module doc): the story shards' watermarks, the hours they
+    have data in and the health reports; never an article."""
+
+    def __init__(self, settings: Any, resume: Snapshot | None, tkeys: Mapping[str, str], recovery: bool = False) -> None:
+        self.s = settings
+        self.recovery = recovery
+        self.tkeys = tkeys
+        self.schedule = settings.digests.schedule()
+        st = restore(STEP_CLOCK, resume) if resume is not None else {}
+        self.health: dict[int, list[JsonRecord]] = st.get("health", {})
+        self.hours: dict[int, None] = st.get("hours", {})
+        self.sealers: dict[DigestWindow, list[str]] = st.get("sealers", {})
+        self.wm: int | None = st.get("watermark")
+        self.source_wm: dict[str, int] = st.get("source_watermarks", {})
+
+    def on_item(self, value: FromShard | FeederTick) -> tuple[Iterable[tuple[str, Any]], bool]:
+        if isinstance(value, FromShard):
+            assert isinstance(value.message, HealthReport)  # what the feeders send besides ticks
+            h = value.message.record
+            self.health.setdefault(iso_to_ms(h["at"]) // HOUR_MS, []).append(h)
+            return (), StatefulLogic.RETAIN
+        for hr in value.hours:
+            self.hours[hr] = None
+        for w in value.sealed:
+            self.sealers.setdefault(w, []).append(value.shard)
+        if value.watermark > self.source_wm.get(value.shard, -1):
+            self.source_wm[value.shard] = value.watermark
+        if len(self.source_wm) < self.s.stories.shards:
+            return (), StatefulLogic.RETAIN
+        wm = min(self.source_wm.values())
+        if self.wm is not None and wm <= self.wm:
+            return (), StatefulLogic.RETAIN
+        out: list[tuple[str, Any]] = []
+        for w in self._closing(wm, out):
+            out.extend(self._close(w, final=True))
+        self.wm = wm
+        self._expire()
+        return out, StatefulLogic.RETAIN
+
+    def _closing(self, wm: int, out: list[tuple[str, Any]]) -> list[DigestWindow]:
+        if self.wm is None:
+            return []
+        reach = self.wm + self.schedule.retention_ms()
+        if wm <= reach:
+            return self.schedule.closing(self.wm, wm)
+        new = [h for h in (*self.hours, *self.health) if h * HOUR_MS > self.wm]
+        resume = max(reach, min(min(new) * HOUR_MS, wm) if new else wm)
+        for w in [w for w in self.sealers if reach < w.end_ms <= resume]:  # skipped: nothing read
+            out.append((window_key(w), WindowSkip(tuple(sorted(self.sealers.pop(w))))))
+        return self.schedule.closing(self.wm, reach) + self.schedule.closing(resume, wm)
+
+    def _in(self, store: Mapping[int, list[Any]], start: int, end: int) -> list[Any]:
+        return [r for h in sorted(store) if start // HOUR_MS <= h <= end // HOUR_MS for r in store[h]]
+
+    def _close(self, w: DigestWindow, *, final: bool) -> list[tuple[str, Any]]:
+        acc = FeedHealthAccumulator()
+        for h in self._in(self.health, w.start_ms, w.end_ms):
+            if w.start_ms <= iso_to_ms(h["at"]) < w.end_ms:
+                acc.add(h)
+        close = WindowClose(w, tuple(sorted(self.sealers.pop(w, ()))), acc.summary(), final,
+                            None if final else self.wm)
+        return [(window_key(w), close), (self.tkeys[w.digest_type], WindowOrder(w, final))]
+
+    def on_eof(self) -> tuple[Iterable[tuple[str, Any]], bool]:
+        if self.wm is None:
+            return (), StatefulLogic.RETAIN
+        latest: dict[str, DigestWindow] = {}
+        for w in self.schedule.windows_containing(self.wm):
+            if w.digest_type not in latest or w.start_ms > latest[w.digest_type].start_ms:
+                latest[w.digest_type] = w
+        out = [m for w in latest.values() if self.sealers.get(w) for m in self._close(w, final=False)]
+        return out, StatefulLogic.RETAIN
+
+    def _expire(self) -> None:
+        assert self.wm is not None
+        horizon = min((w.start_ms for w in self.schedule.windows_containing(self.wm)), default=self.wm) // HOUR_MS
+        for h in [h for h in self.health if h < horizon]:
+            del self.health[h]
+        for h in [h for h in self.hours if h * HOUR_MS <= self.wm]:
+            del self.hours[h]
+
+    def snapshot(self) -> Snapshot:
+        return make_snapshot(STEP_CLOCK, {
+            "health": self.health, "hours": self.hours, "sealers": self.sealers, "watermark": self.wm,
+            "source_watermarks": self.source_wm}, freeze=self.recovery)
+
+
+@dataclass(slots=True)
+class _WindowState:
+    entries: dict[str, list[JsonRecord]] = field(default_factory=dict)
+    seals: dict[str, WindowSeal] = field(default_factory=dict)
+    end: WindowClose | WindowSkip | None = None
+    #: how many entries of each id the seals name, and how many of those have not arrived
+    need: dict[str, int] = field(default_factory=dict)
+    missing: int = 0
+
+
+class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
+    """One window's key: the story shards' entries and seals, the clock's close; the draft once
+    it has them all."""
+
+    def __init__(self, settings: Any, resume: Snapshot | None, tkeys: Mapping[str, str],
+                 configs: tuple[Any, Any, Any], recovery: bool = False) -> None:
+        self.s = settings
+        self.recovery = recovery
+        self.tkeys = tkeys
+        self.schedule, self.config, self.score_config = configs
+        st = restore(STEP_WINDOW, resume) if resume is not None else {}
+        self.st: _WindowState = st.get("state") or _WindowState()
+
+    def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
+        st = self.st
+        if isinstance(value, Shared):
+            value = value.obj
+        if isinstance(value, WindowEntry):
+            aid = value.entry["article_id"]
+            got = st.entries.setdefault(aid, [])
+            got.append(value.entry)
+            if len(got) <= st.need.get(aid, 0):
+                st.missing -= 1
+        elif isinstance(value, WindowSeal):
+            st.seals[value.shard] = value
+            for aid in value.ids:
+                n = st.need[aid] = st.need.get(aid, 0) + 1
+                if len(st.entries.get(aid, ())) < n:
+                    st.missing += 1
+        else:
+            assert isinstance(value, WindowClose | WindowSkip)
+            st.end = value
+        end = st.end
+        if end is None or st.missing or any(k not in st.seals for k in end.sealers):
+            return (), StatefulLogic.RETAIN
+        out = self._draft(end) if isinstance(end, WindowClose) else []
+        return out, StatefulLogic.DISCARD
+
+    def _draft(self, c: WindowClose) -> list[Any]:
+        st = self.st
+        taken: dict[str, int] = {}
+        recs: list[JsonRecord] = []
+        aliases: dict[str, str] = {}
+        stories: dict[str, tuple[list[str], list[str]]] = {}
+        feeds: dict[str, float | None] = {}
+        for k in c.sealers:
+            seal = st.seals[k]
+            aliases.update(seal.aliases)
+            stories.update(seal.stories)
+            feeds.update(seal.feeds)
+            for aid in seal.ids:
+                i = taken.get(aid, 0)
+                taken[aid] = i + 1
+                r = st.entries[aid][i]
+                sid = r.get("story_id")
+                to = seal.aliases.get(sid) if sid else None
+                recs.append(r if to is None else {**r, "story_id": to})
+        d = draft_digest(recs, c.window, schedule=self.schedule, feed_health=c.feed_health,
+                         config=self.config, final=c.final, coverage=CoverageAt(c.window.end_ms, stories, feeds),  # type: ignore[arg-type]
+                         score_config=self.score_config, as_of_ms=c.as_of_ms)
+        return [(self.tkeys[c.window.digest_type], WindowDraft(c.window, c.final, d))]
+
+    def snapshot(self) -> Snapshot:
+        return make_snapshot(STEP_WINDOW, {"state": self.st}, freeze=self.recovery)
+
+
+class TrendLogic(StatefulLogic[Any, Output, Snapshot]):
+    """One digest type's trends: drafts applied in window order, the digests emitted."""
+
+    def __init__(self, settings: Any, resume: Snapshot | None, recovery: bool = False) -> None:
+        self.s = settings
+        self.recovery = recovery
+        self.config = settings.digests.to_config()
+        st = restore(STEP_TREND, resume) if resume is not None else {}
+        self.previous: JsonRecord | None = st.get("previous")
+        self.order: list[WindowOrder] = st.get("order", [])
+        self.drafts: dict[tuple[int, bool], WindowDraft] = st.get("drafts", {})
+
+    def on_item(self, value: WindowOrder | WindowDraft) -> tuple[Iterable[Output], bool]:
+        if isinstance(value, WindowOrder):
+            self.order.append(value)
+        else:
+            self.drafts[(value.window.start_ms, value.final)] = value
+        out: list[Output] = []
+        while self.order:
+            o = self.order[0]
+            dr = self.drafts.pop((o.window.start_ms, o.final), None)
+            if dr is None:
+                break
+            self.order.pop(0)
+            d = apply_trends(dr.draft, self.previous, self.config)
+            if o.final and (nxt := next_memory(self.previous, d)) is not None:
+                self.previous = dict(nxt)
+            metrics.DIGESTS.labels(o.window.digest_type).inc()
+            out.append(Output(self.s.kafka.topics.digests, d["digest_id"].encode(), exact_size(dumps(d))))
+        return out, StatefulLogic.RETAIN
+
+    def snapshot(self) -> Snapshot:
+        return make_snapshot(STEP_TREND, {"previous": self.previous, "order": self.order,
+                                          "drafts": self.drafts}, freeze=self.recovery)

@@ -1,0 +1,172 @@
+"""Digests assembled per window (``newsflow.flows.digest_windows``): a window's key drafts the
+same digest whatever order its entries, seals and close arrive in; the routing by hour is the
+hour range a window's assembly reads; the per-window steps give the same bytes as the single
+key per digest type on whole replays."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+from bytewax.operators import StatefulLogic
+
+from newsflow.cli.main import run_file_flow
+from newsflow.config import Settings
+from newsflow.connectors.files import write_archive
+from newsflow.core.timeutil import HOUR_MS, ms_to_iso
+from newsflow.digest.assemble import draft_digest
+from newsflow.digest.coverage import StoryCoverage
+from newsflow.digest.entries import digest_entries
+from newsflow.digest.schedule import DigestSchedule, DigestWindow
+from newsflow.flows.digest_windows import (
+    CoverageAt,
+    WindowClose,
+    WindowDraft,
+    WindowEntry,
+    WindowLogic,
+    WindowSeal,
+    WindowSkip,
+    windows_touching_hour,
+)
+from newsflow.samples.demo import demo_payloads
+from newsflow.scoring.importance import score_record
+
+START = 1_700_006_400_000  # a Wednesday, 00:00 UTC
+WORDS = ["Apple", "unveils", "iPhone", "rates", "crisis", "deal", "outbreak", "flight", "earnings",
+         "sanctions", "Ukraine", "Fed", "Google", "Samsung", "Ebola", "court", "vote", "storm"]
+TOPICS = ("articles", "digests", "feed-health", "deadletter", "stories")
+
+
+def _records(n: int, w: DigestWindow, seed: int = 5) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        t = w.start_ms + rng.randrange(w.end_ms - w.start_ms - 120_000)
+        rec = {
+            "key": f"a{i:04d}", "article_id": f"a{i:04d}", "feed_id": f"f{i % 4}",
+            "publisher": f"Pub {i % 6}", "tier": f"T{1 + i % 5}", "url": f"https://p{i % 6}.example/{i}",
+            "title": " ".join(rng.choice(WORDS) for _ in range(7)),
+            "body_text": ". ".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(8)) + ".",
+            "published_at": ms_to_iso(t), "fetched_at": ms_to_iso(t + 60_000),
+            "disposition": "unique", "revision_no": 0, "story_id": f"s{i % 5}",
+            "story_publishers": [f"Pub {i % 6}"], "story_tiers": [f"T{1 + i % 5}"], "word_count": 300,
+            "seen_in": [],
+        }
+        out.append(score_record(rec, t + 60_000))
+    return out
+
+
+def _coverage_at(cov: StoryCoverage, recs: list[dict], end: int) -> tuple[dict, dict]:
+    stories = {r["story_id"]: cov.as_of(r["story_id"], end) for r in recs}
+    feeds = {r["feed_id"]: cov.reliability_of(r["feed_id"], end) for r in recs}
+    return stories, feeds
+
+
+def test_a_window_drafts_the_same_digest_whatever_order_its_messages_come_in() -> None:
+    s = Settings()
+    w = DigestWindow("rolling", START, START + HOUR_MS)
+    recs = _records(24, w)
+    entries = digest_entries(recs)
+    cov = StoryCoverage().extend(recs)
+    cov.add_health({"feed_id": "f1", "at": ms_to_iso(START), "reliability": 0.5})
+    a, b = entries[:15], entries[15:]  # two story shards' parts, in their order
+    seals = []
+    for shard, part, part_recs in (("sa", a, recs[:15]), ("sb", b, recs[15:])):
+        stories, feeds = _coverage_at(cov, part_recs, w.end_ms)
+        seals.append(WindowSeal(w, shard, tuple(e["article_id"] for e in part), {}, stories, feeds))
+    close = WindowClose(w, ("sa", "sb"), {}, True, None)
+    configs = (s.digests.schedule(), s.digests.to_config(), s.scoring.to_config())
+    want = draft_digest(entries, w, schedule=configs[0], feed_health={}, config=configs[1], final=True,
+                        coverage=CoverageAt(w.end_ms, *_coverage_at(cov, recs, w.end_ms)),  # type: ignore[arg-type]
+                        score_config=configs[2])
+    assert want.digest["article_count"] > 0
+    msgs = [WindowEntry(e) for e in entries] + seals + [close]
+    rng = random.Random(1)
+    for _ in range(6):
+        rng.shuffle(msgs)
+        logic = WindowLogic(s, None, {"rolling": "dt:rolling"}, configs)
+        drafts = []
+        for i, m in enumerate(msgs):
+            out, discard = logic.on_item(m)
+            out = list(out)
+            last = i == len(msgs) - 1
+            assert (discard == StatefulLogic.DISCARD) == last  # the key ends with its draft
+            assert bool(out) == last
+            drafts.extend(out)
+        ((key, d),) = drafts
+        assert key == "dt:rolling" and isinstance(d, WindowDraft)
+        assert orjson.dumps(d.draft.digest) == orjson.dumps(want.digest)
+        assert d.draft.candidates == want.candidates
+
+
+def test_a_skipped_window_ends_once_its_seals_are_in_without_a_draft() -> None:
+    s = Settings()
+    w = DigestWindow("rolling", START, START + HOUR_MS)
+    (e,) = digest_entries(_records(1, w))
+    seal = WindowSeal(w, "sa", (e["article_id"],), {}, {}, {})
+    configs = (s.digests.schedule(), s.digests.to_config(), s.scoring.to_config())
+    for msgs in itertools.permutations([WindowEntry(e), seal, WindowSkip(("sa",))]):
+        logic = WindowLogic(s, None, {}, configs)
+        results = [logic.on_item(m) for m in msgs]
+        assert all(not list(out) for out, _ in results)
+        assert [d for _, d in results] == [StatefulLogic.RETAIN, StatefulLogic.RETAIN, StatefulLogic.DISCARD]
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York", "Asia/Kolkata"])
+@pytest.mark.parametrize("rolling", [60, 15, 180])
+def test_an_hour_goes_to_every_window_whose_assembly_reads_it(tz: str, rolling: int) -> None:
+    """The windows of an hour are those whose hour range (``start // HOUR ..= end // HOUR``, what
+    assembly reads) contains it: checked against every window closing over three weeks, across
+    a daylight-saving change."""
+    import dataclasses
+
+    from newsflow.digest.schedule import DEFAULT_TYPES
+
+    sched = DigestSchedule(tz=tz, types=tuple(dataclasses.replace(t, every_minutes=rolling)
+                                              if t.kind == "rolling" else t for t in DEFAULT_TYPES))
+    t0 = 1_699_000_000_000  # 2023-11-03: New York leaves daylight saving on the 5th
+    every = sched.closing(t0 - 30 * 86_400_000, t0 + 30 * 86_400_000)
+    types = tuple(t.name for t in sched.types)
+    for h in range(t0 // HOUR_MS, t0 // HOUR_MS + 21 * 24, 5):
+        want = {w for w in every if w.start_ms // HOUR_MS <= h <= w.end_ms // HOUR_MS}
+        assert set(windows_touching_hour(sched, h, types)) == want
+
+
+def _replay(archive: Path, out: Path, per_window: bool, **kw: object) -> dict[str, bytes]:
+    s = Settings(digests={"per_window": per_window})
+    run_file_flow(str(archive), str(out), settings=s, **kw)  # type: ignore[arg-type]
+    return {t: (out / f"{t}.jsonl").read_bytes() if (out / f"{t}.jsonl").exists() else b"" for t in TOPICS}
+
+
+def test_per_window_digests_are_the_single_keys_digests_byte_for_byte(tmp_path: Path) -> None:
+    archive = tmp_path / "demo.jsonl"
+    write_archive(demo_payloads(), archive)
+    one = _replay(archive, tmp_path / "one", per_window=False)
+    assert one["digests"]
+    assert _replay(archive, tmp_path / "pw", per_window=True) == one
+    assert _replay(archive, tmp_path / "pw2", per_window=True, processes=2) == one
+
+
+@pytest.mark.corpus
+@pytest.mark.slow
+def test_per_window_digests_on_the_labelled_real_day_with_two_processes(tmp_path: Path, shared_dir: Path) -> None:
+    """Real feeds (24 feeds, one uncategorised story shard, re-polls, feed-health gaps)."""
+    archive = shared_dir / "data" / "real-feeds" / "headlines-24feeds_2020-05-03_06.feeds.raw.jsonl.gz"
+    one = _replay(archive, tmp_path / "one", per_window=False)
+    assert one["digests"].count(b"\n") > 50
+    assert _replay(archive, tmp_path / "pw2", per_window=True, processes=2) == one
+
+
+def test_a_store_from_before_the_per_window_digests_is_refused_by_a_per_window_flow() -> None:
+    """Its digests' state sits under the per-type steps: resuming would lose open windows."""
+    from newsflow.core.snapshot import SnapshotFormatError, make_snapshot
+    from newsflow.flows.pipeline import STEP_STORIES, StoriesLogic
+
+    old = make_snapshot(STEP_STORIES, {}, freeze=False)
+    old["version"] = 4
+    with pytest.raises(SnapshotFormatError, match="new recovery directory"):
+        StoriesLogic(Settings(), old, False, quiet_health=True)
+    assert StoriesLogic(Settings(), old, False, quiet_health=False).assigner.articles == {}
