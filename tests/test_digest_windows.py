@@ -170,3 +170,52 @@ def test_a_store_from_before_the_per_window_digests_is_refused_by_a_per_window_f
     with pytest.raises(SnapshotFormatError, match="new recovery directory"):
         StoriesLogic(Settings(), old, False, quiet_health=True)
     assert StoriesLogic(Settings(), old, False, quiet_health=False).assigner.articles == {}
+
+
+def test_a_jump_over_a_quiet_stretch_skips_the_same_windows_per_window_as_per_type(tmp_path: Path) -> None:
+    """The demo, then the demo again 40 days later: the windows between the two are empty and
+    skipped (not thousands of empty digests); the windows that read the hour the new data
+    starts in but end before it are skipped too, and their keys end (``WindowSkip``)."""
+    from dataclasses import replace
+
+    later = [replace(p, fetched_at_ms=p.fetched_at_ms + 40 * 86_400_000) for p in demo_payloads()]
+    archive = tmp_path / "gap.jsonl"
+    write_archive([*demo_payloads(), *later], archive)
+    one = _replay(archive, tmp_path / "one", per_window=False)
+    n = one["digests"].count(b"\n")
+    assert 0 < n < 40 * 24  # fewer than the 40 days' hourly rolling windows alone
+    assert _replay(archive, tmp_path / "pw", per_window=True) == one
+    assert _replay(archive, tmp_path / "pw2", per_window=True, processes=2) == one
+
+
+def test_an_article_late_for_a_sealed_window_is_counted_and_not_sent_to_it() -> None:
+    """A shard's feeder seals a window when the shard's watermark passes its end: an article of
+    that window arriving later is counted late (``metrics.LATE``, per type) and its entry goes
+    only to the windows still open."""
+    from prometheus_client import REGISTRY
+
+    from newsflow.flows.digest_windows import FeederLogic, FeederTick
+    from newsflow.model.messages import FromShard, ScoredArticle, ShardWatermark
+
+    def late() -> float:
+        return REGISTRY.get_sample_value("newsflow_late_for_digest_total") or 0.0
+
+    s = Settings()
+    w = DigestWindow("rolling", START, START + HOUR_MS)
+    rec = _records(1, w)[0]
+    (entry,) = digest_entries([rec])
+    feeder = FeederLogic(s, None, "clock")
+    feeder.on_item(FromShard("st00", ShardWatermark(START - HOUR_MS)))
+    before = late()
+    out, _ = feeder.on_item(FromShard("st00", ScoredArticle(rec, entry)))  # on time
+    sent = {k for k, _ in out}
+    assert "dw:rolling:%d" % START in sent and late() == before
+    out, _ = feeder.on_item(FromShard("st00", ShardWatermark(START + 30 * HOUR_MS)))  # seals them
+    seals = [m for _, m in out if isinstance(m, WindowSeal)]
+    assert {m.window.digest_type for m in seals} == {"rolling", "morning_brief", "midday_update", "evening_recap"}
+    assert all(m.ids == (entry["article_id"],) for m in seals if m.window.contains(entry["fetched_ms"]))
+    (tick,) = [m for _, m in out if isinstance(m, FeederTick)]
+    assert set(tick.sealed) == {m.window for m in seals}
+    out, _ = feeder.on_item(FromShard("st00", ScoredArticle(rec, entry)))  # the same fetch time again
+    assert late() == before + 4  # the rolling window and the three daily ones are closed
+    assert {k for k, _ in out} == {k for k in sent if k.startswith("dw:weekly_roundup:")}

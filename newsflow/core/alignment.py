@@ -143,3 +143,17 @@ class EpochMerge:
 
 def _key(x: tuple[tuple[int, str, str], Any]) -> tuple[int, str, str]:
     return x[0]
+
+
+def slowest_watermark(sources: dict[str, int], source: str, watermark: int, n_sources: int,
+                      current: int | None) -> int | None:
+    """Records ``source``'s ``watermark`` in ``sources`` (each source's latest) and returns the
+    slowest source's watermark if all ``n_sources`` have reported and it moved past ``current``
+    (None: it did not). A step that closes windows on it closes one only when every source has
+    sent all of its records."""
+    if watermark > sources.get(source, -1):
+        sources[source] = watermark
+    if len(sources) < n_sources:
+        return None
+    wm = min(sources.values())
+    return wm if current is None or wm > current else None

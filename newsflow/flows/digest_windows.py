@@ -38,6 +38,7 @@ from typing import Any
 
 from bytewax.operators import StatefulLogic
 
+from newsflow.core.alignment import slowest_watermark
 from newsflow.core.exactbytes import exact_size
 from newsflow.core.pickling import Shared
 from newsflow.core.placement import placed_key
@@ -339,31 +340,19 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
             self.hours[hr] = None
         for w in value.sealed:
             self.sealers.setdefault(w, []).append(value.shard)
-        if value.watermark > self.source_wm.get(value.shard, -1):
-            self.source_wm[value.shard] = value.watermark
-        if len(self.source_wm) < self.s.stories.shards:
+        wm = slowest_watermark(self.source_wm, value.shard, value.watermark, self.s.stories.shards, self.wm)
+        if wm is None:
             return (), StatefulLogic.RETAIN
-        wm = min(self.source_wm.values())
-        if self.wm is not None and wm <= self.wm:
-            return (), StatefulLogic.RETAIN
+        closing, skipped = self.schedule.closing_over_gaps(self.wm, wm, (*self.hours, *self.health))
         out: list[tuple[str, Any]] = []
-        for w in self._closing(wm, out):
+        if skipped is not None:  # windows skipped over a quiet stretch: what was sent to them is not read
+            out.extend((window_key(w), WindowSkip(tuple(sorted(self.sealers.pop(w)))))
+                       for w in [w for w in self.sealers if skipped[0] < w.end_ms <= skipped[1]])
+        for w in closing:
             out.extend(self._close(w, final=True))
         self.wm = wm
         self._expire()
         return out, StatefulLogic.RETAIN
-
-    def _closing(self, wm: int, out: list[tuple[str, Any]]) -> list[DigestWindow]:
-        if self.wm is None:
-            return []
-        reach = self.wm + self.schedule.retention_ms()
-        if wm <= reach:
-            return self.schedule.closing(self.wm, wm)
-        new = [h for h in (*self.hours, *self.health) if h * HOUR_MS > self.wm]
-        resume = max(reach, min(min(new) * HOUR_MS, wm) if new else wm)
-        for w in [w for w in self.sealers if reach < w.end_ms <= resume]:  # skipped: nothing read
-            out.append((window_key(w), WindowSkip(tuple(sorted(self.sealers.pop(w))))))
-        return self.schedule.closing(self.wm, reach) + self.schedule.closing(resume, wm)
 
     def _in(self, store: Mapping[int, list[Any]], start: int, end: int) -> list[Any]:
         return [r for h in sorted(store) if start // HOUR_MS <= h <= end // HOUR_MS for r in store[h]]

@@ -42,7 +42,7 @@ from newsflow.clustering.topics import OnlineTopics, annotate
 from newsflow.config import Settings
 from newsflow.connectors.files import END_OF_PARTITION, UNREADABLE, BodyRefError, resolve_body_ref
 from newsflow.connectors.inflight import InflightJournals
-from newsflow.core.alignment import END, EpochMerge
+from newsflow.core.alignment import END, EpochMerge, slowest_watermark
 from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fetched_at
 from newsflow.core.exactbytes import exact_size
 from newsflow.core.gctune import tune_gc
@@ -615,14 +615,11 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
         if isinstance(msg, StoryMerge):  # windows ending after it see one story
             self.coverage.merge(msg.gone, msg.into, msg.at_ms)
             return (), StatefulLogic.RETAIN
-        if msg.watermark > self.source_wm.get(value.shard, -1):
-            self.source_wm[value.shard] = msg.watermark
-        if len(self.source_wm) < self.s.stories.shards:
+        wm = slowest_watermark(self.source_wm, value.shard, msg.watermark, self.s.stories.shards, self.wm)
+        if wm is None:
             return (), StatefulLogic.RETAIN
-        wm = min(self.source_wm.values())
-        if self.wm is not None and wm <= self.wm:
-            return (), StatefulLogic.RETAIN
-        closing = [w for w in self._closing(wm) if self.types is None or w.digest_type in self.types]
+        closing, _ = self.schedule.closing_over_gaps(self.wm, wm, (h for store in (self.buckets, self.health) for h in store))
+        closing = [w for w in closing if self.types is None or w.digest_type in self.types]
         out = [self._assemble(w, final=True) for w in closing]
         for name, types in self.profile_types.items():
             self.profile_pending.setdefault(name, []).extend(w for w in closing if w.digest_type in types)
@@ -630,19 +627,6 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
         out.extend(self._profile_digests())
         self._expire()
         return [o for o in out if o is not None], StatefulLogic.RETAIN
-
-    def _closing(self, wm: int) -> list[DigestWindow]:
-        """Windows the watermark closes, only where event time has data: after a jump over a
-        quiet stretch, windows that end after the old data's longest window and before the
-        first new data are empty and skipped (a year's jump made 850,717 empty digests)."""
-        if self.wm is None:
-            return []
-        reach = self.wm + self.schedule.retention_ms()
-        if wm <= reach:
-            return self.schedule.closing(self.wm, wm)
-        new = [h for store in (self.buckets, self.health) for h in store if h * HOUR > self.wm]
-        resume = min(min(new) * HOUR, wm) if new else wm
-        return self.schedule.closing(self.wm, reach) + self.schedule.closing(max(reach, resume), wm)
 
     def _on_profile(self, msg: ProfileAt | ProfileClock) -> list[Output]:
         if isinstance(msg, ProfileClock):
