@@ -209,7 +209,7 @@ def test_an_article_late_for_a_sealed_window_is_counted_and_not_sent_to_it() -> 
     before = late()
     out, _ = feeder.on_item(FromShard("st00", ScoredArticle(rec, entry)))  # on time
     sent = {k for k, _ in out}
-    assert "dw:rolling:%d" % START in sent and late() == before
+    assert f"dw:rolling:{START}" in sent and late() == before
     out, _ = feeder.on_item(FromShard("st00", ShardWatermark(START + 30 * HOUR_MS)))  # seals them
     seals = [m for _, m in out if isinstance(m, WindowSeal)]
     assert {m.window.digest_type for m in seals} == {"rolling", "morning_brief", "midday_update", "evening_recap"}
