@@ -386,3 +386,21 @@ def test_weights_are_reported_at_every_window_end_however_late_the_interactions_
             got.extend(logic.on_item(("reader", m))[0])  # type: ignore[arg-type]
         ends = [m.as_of for m in got if isinstance(m, ProfileAt)]
         assert ends == [t0 + k * 60_000 for k in range(1, 6)], (late, ends)
+
+
+def test_live_relevance_digests_per_window_are_those_of_one_key_per_type(week: dict, live: dict, tmp_path: Path) -> None:
+    """A default profile and no profile digests: the digests are assembled per window, and their
+    items carry the live relevance of their leads as the per-type digests do (two workers)."""
+    from newsflow.config import Settings
+
+    only_default = ProfilesSettings.model_validate({"profile": {"default": {"topics": SUBSCRIPTIONS["topics"]}}}).to_config()
+    assert only_default.live_relevance and not only_default.with_digests
+    outs = {}
+    for per_window, workers in ((False, 1), (True, 2)):
+        out = tmp_path / f"pw{per_window}"
+        run_file_flow(str(week["archive"]), str(out), Settings(digests={"per_window": per_window}), workers=workers,
+                      interactions_path=str(live["ix"]), profiles=only_default)
+        outs[per_window] = _read(out)
+    assert outs[True] == outs[False]
+    items = [it for d in map(orjson.loads, outs[True]["digests"]) for s in d["sections"] for it in s["items"]]
+    assert items and all(isinstance(it.get("relevance"), float) for it in items)

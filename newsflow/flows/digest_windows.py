@@ -25,7 +25,8 @@ and assembled its windows one after the other):
   digests.
 
 The same digests, byte for byte, as the single key per type, for any number of workers
-(tested). The one key that still sees every article of a deployment is the story shard of feeds
+(tested). Flows with profile digests keep one key per digest type (``DigestsLogic``: a profile's
+digest of a window waits for its weights at the window's end). The one key that still sees every article of a deployment is the story shard of feeds
 without a category, and its feeder (the same key).
 """
 
@@ -50,6 +51,7 @@ from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.schedule import DigestWindow
 from newsflow.flows import metrics
 from newsflow.model.messages import FromShard, HealthReport, Output, ScoredArticle, StoryMerge
+from newsflow.profiles.rank import with_item_relevance
 from newsflow.wire.codec import dumps
 
 JsonRecord = dict[str, Any]
@@ -109,6 +111,8 @@ class WindowDraft:
     window: DigestWindow
     final: bool
     draft: DigestDraft
+    #: with live relevance: each article's (the items carry their lead's)
+    relevance: Mapping[str, float] | None = None
 
 
 @lru_cache(maxsize=4096)
@@ -405,9 +409,10 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
     it has them all."""
 
     def __init__(self, settings: Any, resume: Snapshot | None, tkeys: Mapping[str, str],
-                 configs: tuple[Any, Any, Any], recovery: bool = False) -> None:
+                 configs: tuple[Any, Any, Any], recovery: bool = False, live_relevance: bool = False) -> None:
         self.s = settings
         self.recovery = recovery
+        self.live_relevance = live_relevance
         self.tkeys = tkeys
         self.schedule, self.config, self.score_config = configs
         st = restore(STEP_WINDOW, resume) if resume is not None else {}
@@ -460,7 +465,9 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
         d = draft_digest(recs, c.window, schedule=self.schedule, feed_health=c.feed_health,
                          config=self.config, final=c.final, coverage=CoverageAt(c.window.end_ms, stories, feeds),  # type: ignore[arg-type]
                          score_config=self.score_config, as_of_ms=c.as_of_ms)
-        return [(self.tkeys[c.window.digest_type], WindowDraft(c.window, c.final, d))]
+        rel = {r["article_id"]: r["importance_components"]["relevance"] for r in recs
+               if isinstance(r.get("importance_components"), dict)} if self.live_relevance else None
+        return [(self.tkeys[c.window.digest_type], WindowDraft(c.window, c.final, d, rel))]
 
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_WINDOW, {"state": self.st}, freeze=self.recovery)
@@ -491,6 +498,8 @@ class TrendLogic(StatefulLogic[Any, Output, Snapshot]):
                 break
             self.order.pop(0)
             d = apply_trends(dr.draft, self.previous, self.config)
+            if dr.relevance is not None:  # the items carry the live relevance
+                d = with_item_relevance(d, dr.relevance)
             if o.final and (nxt := next_memory(self.previous, d)) is not None:
                 self.previous = dict(nxt)
             metrics.DIGESTS.labels(o.window.digest_type).inc()

@@ -10,7 +10,7 @@
                     clock: which windows close (ticks, health)      [key: one, no articles]
                     windows: one draft each                         [key: "dw:<type>:<start>"]
                     trends: drafts in window order -> digests       [key: one per digest type]
-                    (``newsflow.flows.digest_windows``; flows with profiles: one key per type,
+                    (``newsflow.flows.digest_windows``; flows with profile digests: one key per type,
                     "digests:<type>", ``DigestsLogic``)
       -> (topic, key, value) for the sinks
 
@@ -874,7 +874,7 @@ def newsflow_steps(
                                                    recovery=recovery)
             extra.append(rel_dls)
     articles = op.filter_map("article_outputs", scored, _record_output(settings.kafka.topics.articles, (ScoredArticle, MergedArticle), "key"))
-    digest_outs = _per_window_digests(scored, settings, recovery) if pw else _per_type_digests(
+    digest_outs = _per_window_digests(scored, settings, recovery, profiles) if pw else _per_type_digests(
         scored, learned, settings, profiles, recovery)
     digest_out = op.merge("digest_outputs", *digest_outs)
     errors = op.map("step_errors", op.merge("merge_step_errors", dedup_split.trues, stories_split.trues),
@@ -902,12 +902,13 @@ def _per_type_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream[A
 
 
 def per_window(settings: Settings, profiles: ProfilesConfig | None) -> bool:
-    """Whether the digests are assembled per window (``digests.per_window``, without profiles)."""
-    return profiles is None and settings.digests.per_window
+    """Whether the digests are assembled per window (``digests.per_window``, without profile
+    digests)."""
+    return settings.digests.per_window and (profiles is None or not profiles.with_digests)
 
 
 def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], settings: Settings,
-                        recovery: bool) -> list[Stream[Output]]:
+                        recovery: bool, profiles: ProfilesConfig | None = None) -> list[Stream[Output]]:
     """Digests assembled per window (:mod:`newsflow.flows.digest_windows`): each story shard's
     feeder (same key) -> window keys and the clock (ticks, health) -> the types' trend keys."""
     from newsflow.flows.digest_windows import (
@@ -936,7 +937,8 @@ def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], settings: Setti
     c_routes = op.map("clock_routes", c_dl.falses, lambda kv: kv[1])
     c_split = op.branch("split_clock", c_routes, lambda kv: isinstance(kv[1], WindowOrder))
     win_in = op.flat_map_batch("to_digest_windows", op.merge("digest_window_in", f_split.falses, c_split.falses), by_key)
-    wins = op.stateful("digest_windows", win_in, isolated("digests", settings, lambda r: WindowLogic(settings, r, tkeys, wconfigs, recovery)))
+    wins = op.stateful("digest_windows", win_in, isolated("digests", settings, lambda r: WindowLogic(
+        settings, r, tkeys, wconfigs, recovery, live_relevance=profiles is not None and profiles.live_relevance)))
     w_dl = op.branch("split_windows_dl", wins, lambda kv: isinstance(kv[1], Output))
     trend_in = op.merge("digest_trend_in", op.map("window_drafts", w_dl.falses, lambda kv: kv[1]), c_split.trues)
     trends = op.stateful("digest_trends", trend_in, isolated("digests", settings, lambda r: TrendLogic(settings, r, recovery)))
