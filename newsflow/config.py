@@ -471,7 +471,6 @@ class DigestSettings(_DigestParams):  # type: ignore[misc,valid-type]
     rolling_minutes: int = Field(60, ge=1, le=24 * 60)
     #: assemble each window on its own key (``newsflow.flows.digest_windows``: no digest key
     #: sees every article, windows spread over the workers); false: one key per digest type.
-    #: Flows with profile digests always use one key per type.
     per_window: bool = True
 
     @field_validator("tz")

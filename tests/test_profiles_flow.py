@@ -404,3 +404,25 @@ def test_live_relevance_digests_per_window_are_those_of_one_key_per_type(week: d
     assert outs[True] == outs[False]
     items = [it for d in map(orjson.loads, outs[True]["digests"]) for s in d["sections"] for it in s["items"]]
     assert items and all(isinstance(it.get("relevance"), float) for it in items)
+
+
+@pytest.mark.parametrize("profiles_name", ["PROFILES", "LIVE"])
+def test_profile_digests_per_window_are_those_of_one_key_per_type(week: dict, live: dict, tmp_path: Path,
+                                                                   profiles_name: str) -> None:
+    """Profiles with their own digests (each waits for the profile's weights at the window's end;
+    their trends chain per profile), with and without live relevance: the same records per
+    window (two workers) as with one key per digest type."""
+    from newsflow.config import Settings
+
+    profiles = {"PROFILES": PROFILES, "LIVE": LIVE}[profiles_name]
+    ix = week["ix"] if profiles_name == "PROFILES" else live["ix"]
+    assert profiles.with_digests
+    outs = {}
+    for per_window, workers in ((False, 1), (True, 2)):
+        out = tmp_path / f"pw{per_window}"
+        run_file_flow(str(week["archive"]), str(out), Settings(digests={"per_window": per_window}), workers=workers,
+                      interactions_path=str(ix), profiles=profiles)
+        outs[per_window] = _read(out)
+    assert outs[True] == outs[False]
+    ids = [orjson.loads(d)["digest_id"] for d in outs[True]["digests"]]
+    assert any(i.startswith("reader:") for i in ids) and any(not i.startswith(("reader:", "twin:", "other:")) for i in ids)

@@ -25,9 +25,13 @@ and assembled its windows one after the other):
   digests.
 
 The same digests, byte for byte, as the single key per type, for any number of workers
-(tested). Flows with profile digests keep one key per digest type (``DigestsLogic``: a profile's
-digest of a window waits for its weights at the window's end). The one key that still sees every article of a deployment is the story shard of feeds
-without a category, and its feeder (the same key).
+(tested). A profile with digests gets its own digest of each window of its types: the clock
+holds the window's :class:`ProfileClose` until the profile's weights as of the window's end come
+(at the end of the input: its latest), the window's key keeps its entries until then and drafts
+it, ranked by that relevance, and the trend key chains each profile's digests on their own. The
+one key that still sees every article of a deployment is the story shard of feeds without a
+category, and its feeder (the same key). ``digests.per_window = false``: one key per digest type
+(``newsflow.flows.pipeline.DigestsLogic``), as before.
 """
 
 from __future__ import annotations
@@ -50,8 +54,17 @@ from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.schedule import DigestWindow
 from newsflow.flows import metrics
-from newsflow.model.messages import FromShard, HealthReport, Output, ScoredArticle, StoryMerge
-from newsflow.profiles.rank import with_item_relevance
+from newsflow.model.messages import (
+    FromShard,
+    HealthReport,
+    Output,
+    ProfileAt,
+    ProfileClock,
+    ScoredArticle,
+    StoryMerge,
+)
+from newsflow.profiles.rank import personalize, with_item_relevance, with_relevance
+from newsflow.profiles.vectors import interest_profile
 from newsflow.wire.codec import dumps
 
 JsonRecord = dict[str, Any]
@@ -89,21 +102,36 @@ class WindowEntry:
 
 @dataclass(frozen=True, slots=True)
 class WindowClose:
-    """The clock closed ``window``: the story shards whose seals it reads, its feed health."""
+    """The clock closed ``window``: the story shards whose seals it reads, its feed health, and
+    the profiles whose own digest of it will follow (each a :class:`ProfileClose`)."""
 
     window: DigestWindow
     sealers: tuple[str, ...]
     feed_health: Mapping[str, Any]
     final: bool
     as_of_ms: int | None
+    profiles: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileClose:
+    """A profile's weights as of a closed window's end (or its latest, at the end of the input):
+    the window's key drafts the profile's digest of it, ranked by that relevance."""
+
+    window: DigestWindow
+    at: ProfileAt
+    final: bool
+    as_of_ms: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class WindowOrder:
-    """The next window of the type, in order, whose draft the trend key applies."""
+    """The next window of the type (of a profile's digests of it: ``profile``), in order, whose
+    draft the trend key applies."""
 
     window: DigestWindow
     final: bool
+    profile: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +139,10 @@ class WindowDraft:
     window: DigestWindow
     final: bool
     draft: DigestDraft
-    #: with live relevance: each article's (the items carry their lead's)
+    #: with live relevance or a profile's: each article's (the items carry their lead's)
     relevance: Mapping[str, float] | None = None
+    #: a profile's digest: the profile and its top terms
+    profile: ProfileAt | None = None
 
 
 @lru_cache(maxsize=4096)
@@ -322,19 +352,32 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
     """The digests' clock (see the module doc): the story shards' watermarks, the hours they
     have data in and the health reports; never an article."""
 
-    def __init__(self, settings: Any, resume: Snapshot | None, tkeys: Mapping[str, str], recovery: bool = False) -> None:
+    def __init__(self, settings: Any, resume: Snapshot | None, tkeys: Mapping[str, str], recovery: bool = False,
+                 profile_types: Mapping[str, frozenset[str]] | None = None) -> None:
         self.s = settings
         self.recovery = recovery
         self.tkeys = tkeys
         self.schedule = settings.digests.schedule()
+        #: per profile with digests: its digest types
+        self.profile_types = dict(profile_types or {})
         st = restore(STEP_CLOCK, resume) if resume is not None else {}
+        #: per profile: its weights at window ends (None: latest), the closed windows waiting for them
+        self.profile_at: dict[str, dict[int | None, ProfileAt]] = st.get("profile_at", {})
+        self.profile_pending: dict[str, list[DigestWindow]] = st.get("profile_pending", {})
         self.health: dict[int, list[JsonRecord]] = st.get("health", {})
         self.hours: dict[int, None] = st.get("hours", {})
         self.sealers: dict[DigestWindow, list[str]] = st.get("sealers", {})
         self.wm: int | None = st.get("watermark")
         self.source_wm: dict[str, int] = st.get("source_watermarks", {})
 
-    def on_item(self, value: FromShard | FeederTick) -> tuple[Iterable[tuple[str, Any]], bool]:
+    def on_item(self, value: FromShard | FeederTick | ProfileAt | ProfileClock) -> tuple[Iterable[tuple[str, Any]], bool]:
+        if isinstance(value, ProfileClock):
+            return (), StatefulLogic.RETAIN
+        if isinstance(value, ProfileAt):
+            if value.profile not in self.profile_types:
+                return (), StatefulLogic.RETAIN
+            self.profile_at.setdefault(value.profile, {})[value.as_of] = value
+            return self._profile_closes(), StatefulLogic.RETAIN
         if isinstance(value, FromShard):
             assert isinstance(value.message, HealthReport)  # what the feeders send besides ticks
             h = value.message.record
@@ -354,9 +397,31 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
                        for w in [w for w in self.sealers if skipped[0] < w.end_ms <= skipped[1]])
         for w in closing:
             out.extend(self._close(w, final=True))
+            for name, types in sorted(self.profile_types.items()):
+                if w.digest_type in types:
+                    self.profile_pending.setdefault(name, []).append(w)
         self.wm = wm
+        out.extend(self._profile_closes())
         self._expire()
         return out, StatefulLogic.RETAIN
+
+    def _profile_closes(self, *, at_end: bool = False) -> list[tuple[str, Any]]:
+        """Each profile's closed windows, in order, as soon as its weights at their end are known
+        (at the end of the input: its latest weights)."""
+        out: list[tuple[str, Any]] = []
+        for name, pending in sorted(self.profile_pending.items()):
+            known = self.profile_at.get(name, {})
+            while pending:
+                w = pending[0]
+                p = known.get(w.end_ms) or (known.get(None) if at_end else None)
+                if p is None:
+                    break
+                pending.pop(0)
+                out += [(window_key(w), ProfileClose(w, p, True, None)),
+                        (self.tkeys[w.digest_type], WindowOrder(w, True, name))]
+                if p.as_of is not None:
+                    del known[p.as_of]
+        return out
 
     def _in(self, store: Mapping[int, list[Any]], start: int, end: int) -> list[Any]:
         return [r for h in sorted(store) if start // HOUR_MS <= h <= end // HOUR_MS for r in store[h]]
@@ -366,9 +431,16 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
         for h in self._in(self.health, w.start_ms, w.end_ms):
             if w.start_ms <= iso_to_ms(h["at"]) < w.end_ms:
                 acc.add(h)
+        profiles = tuple(sorted(n for n, types in self.profile_types.items() if w.digest_type in types
+                                and (final or None in self.profile_at.get(n, {}))))
         close = WindowClose(w, tuple(sorted(self.sealers.pop(w, ()))), acc.summary(), final,
-                            None if final else self.wm)
-        return [(window_key(w), close), (self.tkeys[w.digest_type], WindowOrder(w, final))]
+                            None if final else self.wm, profiles)
+        out: list[tuple[str, Any]] = [(window_key(w), close), (self.tkeys[w.digest_type], WindowOrder(w, final))]
+        if not final:  # a profile's digest of the open window, with its latest weights
+            for n in profiles:
+                out += [(window_key(w), ProfileClose(w, self.profile_at[n][None], False, self.wm)),
+                        (self.tkeys[w.digest_type], WindowOrder(w, False, n))]
+        return out
 
     def on_eof(self) -> tuple[Iterable[tuple[str, Any]], bool]:
         if self.wm is None:
@@ -378,7 +450,8 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
             if w.digest_type not in latest or w.start_ms > latest[w.digest_type].start_ms:
                 latest[w.digest_type] = w
         out = [m for w in latest.values() if self.sealers.get(w) for m in self._close(w, final=False)]
-        return out, StatefulLogic.RETAIN
+        done = self._profile_closes(at_end=True)
+        return done + out, StatefulLogic.RETAIN
 
     def _expire(self) -> None:
         assert self.wm is not None
@@ -391,7 +464,8 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_CLOCK, {
             "health": self.health, "hours": self.hours, "sealers": self.sealers, "watermark": self.wm,
-            "source_watermarks": self.source_wm}, freeze=self.recovery)
+            "source_watermarks": self.source_wm, "profile_at": self.profile_at,
+            "profile_pending": self.profile_pending}, freeze=self.recovery)
 
 
 @dataclass(slots=True)
@@ -402,11 +476,15 @@ class _WindowState:
     #: how many entries of each id the seals name, and how many of those have not arrived
     need: dict[str, int] = field(default_factory=dict)
     missing: int = 0
+    #: the window's own digest is drafted; the profiles' closes not drafted yet
+    drafted: bool = False
+    profile_closes: list[ProfileClose] = field(default_factory=list)
+    due: set[str] = field(default_factory=set)
 
 
 class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
     """One window's key: the story shards' entries and seals, the clock's close; the draft once
-    it has them all."""
+    it has them all (then each profile's, as their weights come), then the key ends."""
 
     def __init__(self, settings: Any, resume: Snapshot | None, tkeys: Mapping[str, str],
                  configs: tuple[Any, Any, Any], recovery: bool = False, live_relevance: bool = False) -> None:
@@ -434,25 +512,40 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
                 n = st.need[aid] = st.need.get(aid, 0) + 1
                 if len(st.entries.get(aid, ())) < n:
                     st.missing += 1
+        elif isinstance(value, ProfileClose):
+            st.profile_closes.append(value)
         else:
             assert isinstance(value, WindowClose | WindowSkip)
             st.end = value
+            if isinstance(value, WindowClose):
+                st.due = set(value.profiles)
         end = st.end
         if end is None or st.missing or any(k not in st.seals for k in end.sealers):
             return (), StatefulLogic.RETAIN
-        out = self._draft(end) if isinstance(end, WindowClose) else []
-        return out, StatefulLogic.DISCARD
+        if isinstance(end, WindowSkip):
+            return (), StatefulLogic.DISCARD
+        recs, coverage = self._records(end)
+        out: list[Any] = []
+        if not st.drafted:
+            st.drafted = True
+            out.append(self._draft(end, recs, coverage))
+        for pc in st.profile_closes:
+            st.due.discard(pc.at.profile)
+            ip = interest_profile(dict(pc.at.weights))
+            out.append(self._draft(end, [dict(with_relevance(r, ip)) for r in recs], coverage, pc))
+        st.profile_closes = []
+        return out, StatefulLogic.RETAIN if st.due else StatefulLogic.DISCARD
 
-    def _draft(self, c: WindowClose) -> list[Any]:
+    def _records(self, c: WindowClose) -> tuple[list[JsonRecord], CoverageAt]:
+        """The window's entries in the seals' order (each story followed through its merges
+        before the end) and their coverage as of the end."""
         st = self.st
         taken: dict[str, int] = {}
         recs: list[JsonRecord] = []
-        aliases: dict[str, str] = {}
         stories: dict[str, tuple[list[str], list[str]]] = {}
         feeds: dict[str, float | None] = {}
         for k in c.sealers:
             seal = st.seals[k]
-            aliases.update(seal.aliases)
             stories.update(seal.stories)
             feeds.update(seal.feeds)
             for aid in seal.ids:
@@ -462,46 +555,60 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
                 sid = r.get("story_id")
                 to = seal.aliases.get(sid) if sid else None
                 recs.append(r if to is None else {**r, "story_id": to})
+        return recs, CoverageAt(c.window.end_ms, stories, feeds)
+
+    def _draft(self, c: WindowClose, recs: list[JsonRecord], coverage: CoverageAt,
+               pc: ProfileClose | None = None) -> tuple[str, WindowDraft]:
+        final, as_of = (c.final, c.as_of_ms) if pc is None else (pc.final, pc.as_of_ms)
         d = draft_digest(recs, c.window, schedule=self.schedule, feed_health=c.feed_health,
-                         config=self.config, final=c.final, coverage=CoverageAt(c.window.end_ms, stories, feeds),  # type: ignore[arg-type]
-                         score_config=self.score_config, as_of_ms=c.as_of_ms)
+                         config=self.config, final=final, coverage=coverage,  # type: ignore[arg-type]
+                         score_config=self.score_config, as_of_ms=as_of)
         rel = {r["article_id"]: r["importance_components"]["relevance"] for r in recs
-               if isinstance(r.get("importance_components"), dict)} if self.live_relevance else None
-        return [(self.tkeys[c.window.digest_type], WindowDraft(c.window, c.final, d, rel))]
+               if isinstance(r.get("importance_components"), dict)} if self.live_relevance or pc else None
+        return self.tkeys[c.window.digest_type], WindowDraft(c.window, final, d, rel, pc.at if pc else None)
 
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_WINDOW, {"state": self.st}, freeze=self.recovery)
 
 
 class TrendLogic(StatefulLogic[Any, Output, Snapshot]):
-    """One digest type's trends: drafts applied in window order, the digests emitted."""
+    """One digest type's trends: drafts applied in window order (each profile's digests in
+    theirs), the digests emitted."""
 
     def __init__(self, settings: Any, resume: Snapshot | None, recovery: bool = False) -> None:
         self.s = settings
         self.recovery = recovery
         self.config = settings.digests.to_config()
         st = restore(STEP_TREND, resume) if resume is not None else {}
-        self.previous: JsonRecord | None = st.get("previous")
-        self.order: list[WindowOrder] = st.get("order", [])
-        self.drafts: dict[tuple[int, bool], WindowDraft] = st.get("drafts", {})
+        #: per chain (None: the type's own digests; else a profile's): the previous window's
+        #: memory, the windows in order, the drafts that came
+        self.previous: dict[str | None, JsonRecord] = st.get("previous", {})
+        self.order: dict[str | None, list[WindowOrder]] = st.get("order", {})
+        self.drafts: dict[tuple[str | None, int, bool], WindowDraft] = st.get("drafts", {})
 
     def on_item(self, value: WindowOrder | WindowDraft) -> tuple[Iterable[Output], bool]:
         if isinstance(value, WindowOrder):
-            self.order.append(value)
+            chain = value.profile
+            self.order.setdefault(chain, []).append(value)
         else:
-            self.drafts[(value.window.start_ms, value.final)] = value
+            chain = value.profile.profile if value.profile is not None else None
+            self.drafts[(chain, value.window.start_ms, value.final)] = value
         out: list[Output] = []
-        while self.order:
-            o = self.order[0]
-            dr = self.drafts.pop((o.window.start_ms, o.final), None)
+        order = self.order.get(chain, [])
+        while order:
+            o = order[0]
+            dr = self.drafts.pop((chain, o.window.start_ms, o.final), None)
             if dr is None:
                 break
-            self.order.pop(0)
-            d = apply_trends(dr.draft, self.previous, self.config)
-            if dr.relevance is not None:  # the items carry the live relevance
+            order.pop(0)
+            prev = self.previous.get(chain)
+            d = apply_trends(dr.draft, prev, self.config)
+            if dr.profile is not None:  # a profile's digest: its key, top terms, relevance
+                d = personalize(d, dr.profile.profile, dr.profile.top_terms, dr.relevance or {})
+            elif dr.relevance is not None:  # the items carry the live relevance
                 d = with_item_relevance(d, dr.relevance)
-            if o.final and (nxt := next_memory(self.previous, d)) is not None:
-                self.previous = dict(nxt)
+            if o.final and (nxt := next_memory(prev, d)) is not None:
+                self.previous[chain] = dict(nxt)
             metrics.DIGESTS.labels(o.window.digest_type).inc()
             out.append(Output(self.s.kafka.topics.digests, d["digest_id"].encode(), exact_size(dumps(d))))
         return out, StatefulLogic.RETAIN

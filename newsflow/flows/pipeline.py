@@ -10,8 +10,8 @@
                     clock: which windows close (ticks, health)      [key: one, no articles]
                     windows: one draft each                         [key: "dw:<type>:<start>"]
                     trends: drafts in window order -> digests       [key: one per digest type]
-                    (``newsflow.flows.digest_windows``; flows with profile digests: one key per type,
-                    "digests:<type>", ``DigestsLogic``)
+                    (``newsflow.flows.digest_windows``; ``digests.per_window = false``: one
+                    key per type, "digests:<type>", ``DigestsLogic``)
       -> (topic, key, value) for the sinks
 
 Only wiring lives here: the logic is in the pure step packages. Step ids are constants because
@@ -874,7 +874,7 @@ def newsflow_steps(
                                                    recovery=recovery)
             extra.append(rel_dls)
     articles = op.filter_map("article_outputs", scored, _record_output(settings.kafka.topics.articles, (ScoredArticle, MergedArticle), "key"))
-    digest_outs = _per_window_digests(scored, settings, recovery, profiles) if pw else _per_type_digests(
+    digest_outs = _per_window_digests(scored, learned, settings, recovery, profiles) if pw else _per_type_digests(
         scored, learned, settings, profiles, recovery)
     digest_out = op.merge("digest_outputs", *digest_outs)
     errors = op.map("step_errors", op.merge("merge_step_errors", dedup_split.trues, stories_split.trues),
@@ -902,15 +902,15 @@ def _per_type_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream[A
 
 
 def per_window(settings: Settings, profiles: ProfilesConfig | None) -> bool:
-    """Whether the digests are assembled per window (``digests.per_window``, without profile
-    digests)."""
-    return settings.digests.per_window and (profiles is None or not profiles.with_digests)
+    """Whether the digests are assembled per window (``digests.per_window``)."""
+    return bool(settings.digests.per_window)
 
 
-def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], settings: Settings,
+def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream[Any] | None, settings: Settings,
                         recovery: bool, profiles: ProfilesConfig | None = None) -> list[Stream[Output]]:
     """Digests assembled per window (:mod:`newsflow.flows.digest_windows`): each story shard's
-    feeder (same key) -> window keys and the clock (ticks, health) -> the types' trend keys."""
+    feeder (same key) -> window keys and the clock (ticks, health; the profiles' weights at
+    window ends) -> the types' trend keys."""
     from newsflow.flows.digest_windows import (
         DigestClockLogic,
         FeederLogic,
@@ -925,14 +925,21 @@ def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], settings: Setti
     tkeys = {t: trend_key(t, j) for j, t in enumerate(types)}
     clock_key = placed_key("digest_clock", len(types))
     wconfigs = (settings.digests.schedule(), settings.digests.to_config(), settings.scoring.to_config())
-    convert = _from_shards(settings)  # each shard's messages for its feeder: the same key, no crossing
+    with_digests = profiles.with_digests if profiles is not None else []
+    profile_types = {p.name: frozenset(p.digests) for p in with_digests}
+    # each shard's messages for its feeder: the same key, no crossing
+    convert = _from_shards(settings, profile_terms=bool(with_digests))
     feeder_in = op.flat_map_batch("to_digest_feeders", scored, lambda b: by_key(convert(b)))
     feeders = op.stateful("digest_feeders", feeder_in, isolated("digests", settings, lambda r: FeederLogic(settings, r, clock_key, recovery)))
     f_dl = op.branch("split_feeders_dl", feeders, lambda kv: isinstance(kv[1], Output))
     f_routes = op.map("feeder_routes", f_dl.falses, lambda kv: kv[1])
     f_split = op.branch("split_feeders", f_routes, lambda kv: isinstance(kv[1], FeederTick | FromShard))
     clock_in = op.flat_map_batch("to_digest_clock", f_split.trues, by_key)
-    clock = op.stateful("digest_clock", clock_in, isolated("digests", settings, lambda r: DigestClockLogic(settings, r, tkeys, recovery)))
+    if learned is not None and with_digests:  # the profiles' weights at window ends
+        clock_in = op.merge("digest_clock_in", clock_in, op.filter_map(
+            "profiles_to_digest_clock", learned, lambda m: (clock_key, m) if isinstance(m, ProfileAt) else None))
+    clock = op.stateful("digest_clock", clock_in, isolated(
+        "digests", settings, lambda r: DigestClockLogic(settings, r, tkeys, recovery, profile_types)))
     c_dl = op.branch("split_clock_dl", clock, lambda kv: isinstance(kv[1], Output))
     c_routes = op.map("clock_routes", c_dl.falses, lambda kv: kv[1])
     c_split = op.branch("split_clock", c_routes, lambda kv: isinstance(kv[1], WindowOrder))
