@@ -219,3 +219,27 @@ def test_an_article_late_for_a_sealed_window_is_counted_and_not_sent_to_it() -> 
     out, _ = feeder.on_item(FromShard("st00", ScoredArticle(rec, entry)))  # the same fetch time again
     assert late() == before + 4  # the rolling window and the three daily ones are closed
     assert {k for k, _ in out} == {k for k in sent if k.startswith("dw:weekly_roundup:")}
+
+
+def test_the_clock_holds_a_profiles_weights_only_while_a_window_waits_for_them() -> None:
+    """The profile step reports its weights at every window end; the clock keeps those of the
+    windows of the profile's types until their closes are sent, and drops the others once its
+    watermark has passed them."""
+    from newsflow.flows.digest_windows import DigestClockLogic, FeederTick, ProfileClose
+    from newsflow.model.messages import ProfileAt
+
+    s = Settings(stories={"shards": 1})
+    clock = DigestClockLogic(s, None, {t.name: f"dt:{t.name}" for t in s.digests.schedule().types},
+                             profile_types={"p": frozenset({"evening_recap"})})
+    evening = START + 18 * HOUR_MS  # 18:00 UTC: the evening recap's end, and a rolling window's
+    at = {t: ProfileAt("p", t, ((1, 1.0),), (("term", 1.0),)) for t in (START + 3 * HOUR_MS, evening)}
+    clock.on_item(FeederTick("s0", START, (), ()))
+    for p in at.values():
+        assert list(clock.on_item(p)[0]) == []  # no window of its types has closed yet
+    out, _ = clock.on_item(FeederTick("s0", START + 4 * HOUR_MS, (), ()))
+    assert not any(isinstance(m, ProfileClose) for _, m in out)
+    assert set(clock.profile_at["p"]) == {evening}  # 03:00 ends no window of the profile's types
+    out, _ = clock.on_item(FeederTick("s0", evening, (), ()))
+    (pc,) = [m for _, m in out if isinstance(m, ProfileClose)]
+    assert pc.window.digest_type == "evening_recap" and pc.window.end_ms == evening and pc.at == at[evening]
+    assert clock.profile_at["p"] == {}

@@ -460,6 +460,10 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
             del self.health[h]
         for h in [h for h in self.hours if h * HOUR_MS <= self.wm]:
             del self.hours[h]
+        for name, known in self.profile_at.items():  # weights at ends no waiting window has
+            ends = {w.end_ms for w in self.profile_pending.get(name, ())}
+            for t in [t for t in known if t is not None and t <= self.wm and t not in ends]:
+                del known[t]
 
     def snapshot(self) -> Snapshot:
         return make_snapshot(STEP_CLOCK, {
