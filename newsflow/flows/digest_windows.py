@@ -353,11 +353,13 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
     have data in and the health reports; never an article."""
 
     def __init__(self, settings: Any, resume: Snapshot | None, tkeys: Mapping[str, str], recovery: bool = False,
-                 profile_types: Mapping[str, frozenset[str]] | None = None) -> None:
+                 profile_types: Mapping[str, frozenset[str]] | None = None, live_relevance: bool = False) -> None:
         self.s = settings
         self.recovery = recovery
         self.tkeys = tkeys
+        self.live_relevance = live_relevance
         self.schedule = settings.digests.schedule()
+        self.configs = (self.schedule, settings.digests.to_config(), settings.scoring.to_config())
         #: per profile with digests: its digest types
         self.profile_types = dict(profile_types or {})
         st = restore(STEP_CLOCK, resume) if resume is not None else {}
@@ -435,7 +437,15 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
                                 and (final or None in self.profile_at.get(n, {}))))
         close = WindowClose(w, tuple(sorted(self.sealers.pop(w, ()))), acc.summary(), final,
                             None if final else self.wm, profiles)
-        out: list[tuple[str, Any]] = [(window_key(w), close), (self.tkeys[w.digest_type], WindowOrder(w, final))]
+        order = (self.tkeys[w.digest_type], WindowOrder(w, final))
+        if not close.sealers and not profiles:  # no shard had data in its hours: an empty digest,
+            # drafted here (most hourly windows of a few feeds: no key, no entries to wait for)
+            sched, cfg, score_cfg = self.configs
+            d = draft_digest([], w, schedule=sched, feed_health=close.feed_health, config=cfg, final=final,
+                             coverage=CoverageAt(w.end_ms, {}, {}), score_config=score_cfg,  # type: ignore[arg-type]
+                             as_of_ms=close.as_of_ms)
+            return [order, (self.tkeys[w.digest_type], WindowDraft(w, final, d, {} if self.live_relevance else None))]
+        out: list[tuple[str, Any]] = [(window_key(w), close), order]
         if not final:  # a profile's digest of the open window, with its latest weights
             for n in profiles:
                 out += [(window_key(w), ProfileClose(w, self.profile_at[n][None], False, self.wm)),

@@ -916,6 +916,7 @@ def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream
         FeederLogic,
         FeederTick,
         TrendLogic,
+        WindowDraft,
         WindowLogic,
         WindowOrder,
         trend_key,
@@ -926,6 +927,7 @@ def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream
     clock_key = placed_key("digest_clock", len(types))
     wconfigs = (settings.digests.schedule(), settings.digests.to_config(), settings.scoring.to_config())
     with_digests = profiles.with_digests if profiles is not None else []
+    live = profiles is not None and profiles.live_relevance
     profile_types = {p.name: frozenset(p.digests) for p in with_digests}
     # each shard's messages for its feeder: the same key, no crossing
     convert = _from_shards(settings, profile_terms=bool(with_digests))
@@ -939,13 +941,13 @@ def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream
         clock_in = op.merge("digest_clock_in", clock_in, op.filter_map(
             "profiles_to_digest_clock", learned, lambda m: (clock_key, m) if isinstance(m, ProfileAt) else None))
     clock = op.stateful("digest_clock", clock_in, isolated(
-        "digests", settings, lambda r: DigestClockLogic(settings, r, tkeys, recovery, profile_types)))
+        "digests", settings, lambda r: DigestClockLogic(settings, r, tkeys, recovery, profile_types, live)))
     c_dl = op.branch("split_clock_dl", clock, lambda kv: isinstance(kv[1], Output))
     c_routes = op.map("clock_routes", c_dl.falses, lambda kv: kv[1])
-    c_split = op.branch("split_clock", c_routes, lambda kv: isinstance(kv[1], WindowOrder))
+    c_split = op.branch("split_clock", c_routes, lambda kv: isinstance(kv[1], WindowOrder | WindowDraft))
     win_in = op.flat_map_batch("to_digest_windows", op.merge("digest_window_in", f_split.falses, c_split.falses), by_key)
     wins = op.stateful("digest_windows", win_in, isolated("digests", settings, lambda r: WindowLogic(
-        settings, r, tkeys, wconfigs, recovery, live_relevance=profiles is not None and profiles.live_relevance)))
+        settings, r, tkeys, wconfigs, recovery, live_relevance=live)))
     w_dl = op.branch("split_windows_dl", wins, lambda kv: isinstance(kv[1], Output))
     trend_in = op.merge("digest_trend_in", op.map("window_drafts", w_dl.falses, lambda kv: kv[1]), c_split.trues)
     trends = op.stateful("digest_trends", trend_in, isolated("digests", settings, lambda r: TrendLogic(settings, r, recovery)))
