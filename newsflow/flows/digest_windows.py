@@ -14,7 +14,8 @@ and assembled its windows one after the other):
   reports, never an article. It decides, by the single key's rules (the slowest shard's
   watermark; no empty windows across a quiet stretch), which windows close, and sends each a
   :class:`WindowClose` (the shards whose seals it reads, its feed-health summary) and its
-  type's trend key a :class:`WindowOrder`;
+  type's trend key a :class:`WindowOrder` (a window no shard had data in, most hourly windows
+  of a few feeds, it drafts itself: an empty digest needs no key);
 * a key **per window** (``dw:type:start``, :class:`WindowLogic`) drafts the window's digest
   (:func:`~newsflow.digest.assemble.draft_digest`) once it has the close, those seals and every
   entry they name, in whatever order they came, sends the draft to the trend key and ends:
