@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,4 +123,18 @@ def summarize_feed_health(records: Iterable[Mapping[str, Any]]) -> dict[str, Any
     acc = FeedHealthAccumulator()
     for r in records:
         acc.add(r)
+    return acc.summary()
+
+
+def window_health(by_hour: Mapping[int, Sequence[Mapping[str, Any]]], start_ms: int, end_ms: int) -> dict[str, Any]:
+    """The summary of the ``feed-health`` records kept by hour (``at // HOUR``) whose ``at`` is
+    in ``[start_ms, end_ms)``, added in hour order (a digest step's window)."""
+    from newsflow.core.timeutil import HOUR_MS, iso_to_ms
+
+    acc = FeedHealthAccumulator()
+    for hour in sorted(by_hour):
+        if start_ms // HOUR_MS <= hour <= end_ms // HOUR_MS:
+            for h in by_hour[hour]:
+                if start_ms <= iso_to_ms(h["at"]) < end_ms:
+                    acc.add(h)
     return acc.summary()

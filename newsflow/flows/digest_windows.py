@@ -52,7 +52,7 @@ from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms
 from newsflow.digest.assemble import DigestDraft, apply_trends, draft_digest, next_memory
 from newsflow.digest.coverage import StoryCoverage
-from newsflow.digest.health import FeedHealthAccumulator
+from newsflow.digest.health import window_health
 from newsflow.digest.schedule import DigestWindow
 from newsflow.flows import metrics
 from newsflow.model.messages import (
@@ -426,17 +426,10 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
                     del known[p.as_of]
         return out
 
-    def _in(self, store: Mapping[int, list[Any]], start: int, end: int) -> list[Any]:
-        return [r for h in sorted(store) if start // HOUR_MS <= h <= end // HOUR_MS for r in store[h]]
-
     def _close(self, w: DigestWindow, *, final: bool) -> list[tuple[str, Any]]:
-        acc = FeedHealthAccumulator()
-        for h in self._in(self.health, w.start_ms, w.end_ms):
-            if w.start_ms <= iso_to_ms(h["at"]) < w.end_ms:
-                acc.add(h)
         profiles = tuple(sorted(n for n, types in self.profile_types.items() if w.digest_type in types
                                 and (final or None in self.profile_at.get(n, {}))))
-        close = WindowClose(w, tuple(sorted(self.sealers.pop(w, ()))), acc.summary(), final,
+        close = WindowClose(w, tuple(sorted(self.sealers.pop(w, ()))), window_health(self.health, w.start_ms, w.end_ms), final,
                             None if final else self.wm, profiles)
         order = (self.tkeys[w.digest_type], WindowOrder(w, final))
         if not close.sealers and not profiles:  # no shard had data in its hours: an empty digest,

@@ -62,7 +62,7 @@ from newsflow.dedup.story_state import MemberRecords, StoryTracker
 from newsflow.digest.assemble import assemble_digest, next_memory
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import digest_entries
-from newsflow.digest.health import FeedHealthAccumulator, report_view
+from newsflow.digest.health import report_view, window_health
 from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
 from newsflow.feeds.tiers import NO_TABLE, SourceTiers
@@ -684,12 +684,8 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
             ip = interest_profile(dict(profile.weights))
             recs = [dict(with_relevance(r, ip)) for r in recs]
             memory = f"{profile.profile}:{w.digest_type}"
-        acc = FeedHealthAccumulator()
-        for h in self._in(self.health, w.start_ms, w.end_ms):
-            if w.start_ms <= iso_to_ms(h["at"]) < w.end_ms:
-                acc.add(h)
         d = assemble_digest(recs, w, schedule=self.schedule, previous=self.previous.get(memory),
-                            feed_health=acc.summary(), config=self.config, final=final,
+                            feed_health=window_health(self.health, w.start_ms, w.end_ms), config=self.config, final=final,
                             coverage=self.coverage, score_config=self.score_config,
                             as_of_ms=None if final else self.wm)
         if profile is not None or self.live_relevance:  # items carry the live relevance
