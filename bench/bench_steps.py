@@ -240,6 +240,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("archive", nargs="?")
     ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--no-single", action="store_true", help="skip the 1-process run")
     ap.add_argument("--exchange", action="store_true")
     ap.add_argument("--count", type=int, default=20_000)
     ap.add_argument("--pickle", metavar="ARCHIVE")
@@ -254,7 +255,7 @@ def main() -> None:
         raise SystemExit("an archive (or --exchange)")
     out = Path(tempfile.mkdtemp(prefix="newsflow-steps-"))
     report: dict[str, object] = {"input": a.archive}
-    for n in (1, a.procs):
+    for n in ((a.procs,) if a.no_single else (1, a.procs)):
         env = {**os.environ, "NEWSFLOW_INPUT": str(Path(a.archive).resolve()), "NEWSFLOW_OUT": str(out / f"p{n}"),
                "PYTHONHASHSEED": "0"}
         t0 = time.perf_counter()
