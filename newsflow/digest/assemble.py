@@ -1034,13 +1034,17 @@ def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str
     # the lead and the members closest to the centroid speak for the topic
     members = [sel[i] for i in c.ranked[:20]]
     t_stem_of: dict[int, str] = {}
-    t_forms: dict[str, Counter[str]] = {}
+    t_forms: dict[str, list[str]] = {}  # (counted only for the few stems picked)
     t_first: dict[str, tuple[int, int]] = {}
     for m, r in enumerate(members):
         for pos, st, h, w in _title_words(r.get("title") or ""):
             t_stem_of[h] = st
-            t_forms.setdefault(st, Counter())[w] += 1
-            t_first.setdefault(st, (m, pos))
+            forms = t_forms.get(st)
+            if forms is None:
+                t_forms[st] = [w]
+                t_first[st] = (m, pos)
+            else:
+                forms.append(w)
     ent = title_entity(members)
     # names are entities, not terms: no word of any title entity is a term
     names = " ".join(e for r in members for e in title_entities(r).values())
@@ -1054,7 +1058,7 @@ def _make_label(c: _Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str
         if len(picked) == 3:
             break
     picked.sort(key=lambda st: t_first[st])
-    terms = [_surface(t_forms[st]) for st in picked]
+    terms = [_surface(Counter(t_forms[st])) for st in picked]
     # the words a reader reads best are a headline's: the lead's, shortened, after the entity
     # when it does not name it ("White House: US looks at winding down virus task force")
     title = sel[c.lead].get("title") or ""
