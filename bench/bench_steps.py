@@ -9,6 +9,7 @@ s). CPU, not wall time: it is what a busy machine cannot hide, and a step's CPU 
 on the other processes.
 
     .venv/bin/python bench/bench_steps.py ../shared/data/real-feeds/npr-ars-wgrz_2026-02_08.feeds.raw.jsonl.gz
+    .venv/bin/python bench/bench_steps.py --no-single ARCHIVE   # only the --procs N run
     .venv/bin/python bench/bench_steps.py --exchange     # Bytewax's own cost of one item crossing
     .venv/bin/python bench/bench_steps.py --pickle ../shared/data/real-feeds/npr-ars-wgrz_2026-02_08.feeds.raw.jsonl.gz
 

@@ -17,6 +17,12 @@ its own clock) and its bytes per held article.
 ``--until ISO`` replays only the polls fetched before that instant, so the state can be read at
 a chosen phase of the windows: e.g. just before a weekly roundup closes, when its step holds a
 whole week.
+
+``--peak`` runs the flow in this process instead (recovery on, a snapshot every
+``--epoch-seconds``) and keeps, at every epoch, the sum of the latest snapshot of every live
+key (a key that ends drops out): the largest sum, per step, dated by the article records
+emitted by then. The store read at the end misses the per-window digest keys, which end with
+their windows (at the end of a replay, all of them).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from newsflow.config import Settings
-from newsflow.core.timeutil import HOUR_MS, iso_to_ms
+from newsflow.core.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
 
 
 def snapshot_bytes(recovery: Path) -> dict[str, int]:
@@ -87,12 +93,77 @@ def held_articles(recovery: Path) -> dict[str, int]:
     return dict(out)
 
 
+def peak(archive: str, out: Path, rec: Path, epoch_s: float) -> dict[str, object]:
+    """The flow in this process with recovery on: each key's latest snapshot size, summed over
+    the live keys (a key that ends drops out) at every epoch; the largest sum, per step, and the
+    article records emitted by then (their fetch times, read from the output afterwards, date
+    it). Unlike the recovery store read at the end, this sees the per-window digest keys while
+    their windows are open."""
+    import os
+    import pickle
+
+    from bytewax.operators import StatefulLogic
+
+    from newsflow.cli.main import run_file_flow
+    from newsflow.config import load_settings
+    from newsflow.flows import isolation, metrics
+
+    os.environ["NEWSFLOW_FLOW__EPOCH_SECONDS"] = str(epoch_s)
+    sizes: dict[int, tuple[str, int]] = {}
+    best: dict[str, object] = {"bytes": -1}
+    calls = [0]
+    a0 = metrics.total(metrics.ARTICLES)
+
+    def label(logic: isolation.Isolated) -> str:
+        name = type(logic.inner).__name__
+        return logic.stage + (":" + name if logic.stage == "digests" else "")
+
+    orig_snap, orig_item, orig_eof = (isolation.Isolated.snapshot, isolation.Isolated.on_item,
+                                      isolation.Isolated.on_eof)
+
+    def sample() -> None:
+        total = sum(n for _, n in sizes.values())
+        if total > int(best["bytes"]):  # type: ignore[call-overload]
+            per: collections.Counter[str] = collections.Counter()
+            for lab, n in sizes.values():
+                per[lab] += n
+            best.update({"bytes": total, "by_step": dict(per.most_common()), "keys": len(sizes),
+                         "articles_emitted": int(metrics.total(metrics.ARTICLES) - a0)})
+
+    def snapshot(self: isolation.Isolated) -> object:
+        s = orig_snap(self)
+        sizes[id(self)] = (label(self), len(s) if isinstance(s, bytes | bytearray) else len(pickle.dumps(s)))
+        calls[0] += 1
+        if calls[0] % 16 == 0:
+            sample()
+        return s
+
+    def ended(self: isolation.Isolated, got: tuple[object, bool]) -> tuple[object, bool]:
+        if got[1] == StatefulLogic.DISCARD:
+            sizes.pop(id(self), None)
+        return got
+
+    isolation.Isolated.snapshot = snapshot  # type: ignore[method-assign]
+    isolation.Isolated.on_item = lambda self, v: ended(self, orig_item(self, v))  # type: ignore[method-assign]
+    isolation.Isolated.on_eof = lambda self: ended(self, orig_eof(self))  # type: ignore[method-assign]
+    try:
+        run_file_flow(archive, str(out), load_settings(None), recovery_dir=str(rec))
+    finally:
+        isolation.Isolated.snapshot, isolation.Isolated.on_item, isolation.Isolated.on_eof = (
+            orig_snap, orig_item, orig_eof)
+    sample()
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("archive")
     ap.add_argument("--out")
     ap.add_argument("--recovery")
     ap.add_argument("--until", help="replay only the polls fetched before this ISO instant")
+    ap.add_argument("--peak", action="store_true",
+                    help="the largest sum of the live keys' snapshots during the replay (in this process)")
+    ap.add_argument("--epoch-seconds", type=float, default=2.0, help="with --peak: snapshot interval")
     a = ap.parse_args()
     out = Path(a.out or tempfile.mkdtemp(prefix="state-out-"))
     rec = Path(a.recovery or tempfile.mkdtemp(prefix="state-rec-"))
@@ -104,6 +175,19 @@ def main() -> None:
             for line in src:
                 if line.strip() and iso_to_ms(orjson.loads(line)["fetched_at"]) < until:
                     dst.write(line)
+    if a.peak:
+        best = peak(archive, out, rec, a.epoch_seconds)
+        fetched = sorted(iso_to_ms(orjson.loads(x)["fetched_at"]) for x in (out / "articles.jsonl").open("rb"))
+        k = min(max(int(best["articles_emitted"]), 1), len(fetched))  # type: ignore[call-overload]
+        at = fetched[k - 1]  # (the flow emits in event-time order: the k-th fetch time, about)
+        week = 7 * 24 * HOUR_MS
+        live = sum(1 for t in fetched[:k] if t >= at - week)
+        print(orjson.dumps({"archive": a.archive, "peak_bytes": best["bytes"], "live_keys": best["keys"],
+                            "by_step": best["by_step"], "articles_emitted": k,
+                            "at_about": ms_to_iso(at), "articles_in_longest_window": live,
+                            "bytes_per_article": round(int(best["bytes"]) / max(live, 1))},  # type: ignore[call-overload]
+                           option=orjson.OPT_INDENT_2).decode())
+        return
     subprocess.run([sys.executable, "-m", "newsflow.cli.main", "demo", "--input", archive, "--out", str(out),
                     "--recovery-dir", str(rec)], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
     by_step = snapshot_bytes(rec)
