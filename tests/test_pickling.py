@@ -87,12 +87,8 @@ def test_refuses_classes_it_would_rebuild_wrongly() -> None:
             fast_pickle(c)
 
 
-def test_shared_message_pickles_once_and_arrives_as_one_object(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A message for several keys (the five digest steps): Bytewax pickles it for each key on
-    another process; its payload is pickled once, and the receiving process rebuilds one object
-    that every key's step gets."""
-    msg = Batch(tuple(FromShard("st01", ScoredArticle({"fetched_at": f"2026-01-01T00:00:0{i}Z"}, {"key": str(i)}))
-                      for i in range(3)))
+def _count_dumps(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every object ``pickle.dumps`` is called on from now on (nested calls included)."""
     calls: list[object] = []
     dumps = pickle.dumps
 
@@ -101,6 +97,17 @@ def test_shared_message_pickles_once_and_arrives_as_one_object(monkeypatch: pyte
         return dumps(obj, *a, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pickle, "dumps", counting)
+    return calls
+
+
+def test_shared_message_pickles_once_and_arrives_as_one_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message for several keys (the five digest steps): Bytewax pickles it for each key on
+    another process; its payload is pickled once, and the receiving process rebuilds one object
+    that every key's step gets."""
+    msg = Batch(tuple(FromShard("st01", ScoredArticle({"fetched_at": f"2026-01-01T00:00:0{i}Z"}, {"key": str(i)}))
+                      for i in range(3)))
+    dumps = pickle.dumps
+    calls = _count_dumps(monkeypatch)
     shared = Shared(msg)
     sent = [dumps(("digests@1", shared)) for _ in range(3)]  # three keys on one other process
     assert [c for c in calls if c is msg] == [msg]  # the payload pickled once
@@ -179,14 +186,8 @@ def test_batch_pickles_its_messages_once_however_often_it_is_pickled(monkeypatch
     batch's messages are pickled on the first call only, and both pickles load to equal batches."""
     msgs = tuple(Tick(i, i + 1, f"dd00{i}") for i in range(3))
     batch = Batch(msgs)
-    calls: list[object] = []
     dumps = pickle.dumps
-
-    def counting(obj: object, *a: object, **kw: object) -> bytes:
-        calls.append(obj)
-        return dumps(obj, *a, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pickle, "dumps", counting)
+    calls = _count_dumps(monkeypatch)
     first, second = (dumps(("st00", batch), protocol=pickle.HIGHEST_PROTOCOL) for _ in range(2))
     assert first == second
     assert [c for c in calls if c is msgs] == [msgs]  # the messages pickled once
