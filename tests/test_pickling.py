@@ -221,7 +221,7 @@ def test_an_activations_entries_sent_to_several_windows_are_unpickled_once_each(
     """A story shard's activation sends its entries to several window keys, one batch per key:
     every copy of an entry arrives after all the other entries of the batch before it. With
     3,000 entries (a busy shard's minute of 100k UCI rows) each is unpickled once."""
-    monkeypatch.setattr(pickling, "_RECEIVED", type(pickling._RECEIVED)(pickling._RECEIVED.size))
+    monkeypatch.setattr(pickling, "_RECEIVED", type(pickling._RECEIVED)(512))
     shared = [Shared(_Entry(i)) for i in range(3000)]
     sent = [pickle.dumps((key, Batch(tuple(shared))), protocol=pickle.HIGHEST_PROTOCOL)
             for key in ("dw:rolling:0", "dw:rolling:900000", "dw:morning_brief:0", "dw:weekly_roundup:0")]
@@ -229,3 +229,7 @@ def test_an_activations_entries_sent_to_several_windows_are_unpickled_once_each(
     got = [pickle.loads(b)[1] for b in sent]
     assert sorted(_REBUILT) == list(range(3000))  # once each, not once per window key
     assert all(g.items[i].obj is got[0].items[i].obj for g in got for i in (0, 1500, 2999))
+    # the table grew to twice the batch, and only for batches of shared messages
+    assert pickling._RECEIVED.size == 6000
+    pickle.loads(pickle.dumps(("st00", Batch(tuple(Tick(i, i + 1) for i in range(5000))))))
+    assert pickling._RECEIVED.size == 6000

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from newsflow.core.pickling import fast_pickle
+from newsflow.core.pickling import Shared, expect_shared, fast_pickle
 from newsflow.model.records import Article, DedupInfo
 
 if TYPE_CHECKING:
@@ -51,11 +51,12 @@ class Batch:
     ``pickle.dumps``), so a batch keeps its pickle from the first call. Nothing is pickled
     for a key of the same process."""
 
-    __slots__ = ("_blob", "items")
+    __slots__ = ("_blob", "_shared", "items")
 
     def __init__(self, items: tuple[Any, ...]) -> None:
         self.items = items
         self._blob: bytes | None = None
+        self._shared = 0
 
     def __eq__(self, other: object) -> bool:
         return type(other) is Batch and self.items == other.items
@@ -66,13 +67,16 @@ class Batch:
     def __repr__(self) -> str:
         return f"Batch(items={self.items!r})"
 
-    def __reduce__(self) -> tuple[Callable[[bytes], Batch], tuple[bytes]]:
+    def __reduce__(self) -> tuple[Callable[[bytes, int], Batch], tuple[bytes, int]]:
         if self._blob is None:
             self._blob = pickle.dumps(self.items, protocol=pickle.HIGHEST_PROTOCOL)
-        return _batch_from, (self._blob,)
+            self._shared = sum(1 for x in self.items if type(x) is Shared)
+        return _batch_from, (self._blob, self._shared)
 
 
-def _batch_from(blob: bytes) -> Batch:
+def _batch_from(blob: bytes, shared: int = 0) -> Batch:
+    if shared:  # (the receiving process's table of shared messages holds the whole batch)
+        expect_shared(shared)
     return Batch(pickle.loads(blob))
 
 
