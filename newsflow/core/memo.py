@@ -29,3 +29,8 @@ class BoundedMemo:
             while len(self.data) > self.size:
                 self.data.popitem(last=False)
         return v
+
+    def grow(self, size: int) -> None:
+        """Keep at least ``size`` values from now on (never fewer than before)."""
+        with self.lock:
+            self.size = max(self.size, size)

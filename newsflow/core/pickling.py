@@ -158,8 +158,7 @@ RECEIVED_MAX = 1 << 16
 
 def expect_shared(n: int) -> None:
     """A batch of ``n`` :class:`Shared` messages is about to be unpickled in this process."""
-    if 2 * n > _RECEIVED.size:
-        _RECEIVED.size = min(2 * n, RECEIVED_MAX)
+    _RECEIVED.grow(min(2 * n, RECEIVED_MAX))
 
 
 def _shared_from(digest: bytes, data: bytes) -> Shared:
