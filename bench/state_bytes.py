@@ -23,6 +23,11 @@ whole week.
 key (a key that ends drops out): the largest sum, per step, dated by the article records
 emitted by then. The store read at the end misses the per-window digest keys, which end with
 their windows (at the end of a replay, all of them).
+
+Bytes are what the store keeps: each snapshot is a pickle compressed with zstd
+(``newsflow.core.snapshot``); ``pickled_bytes`` are the same snapshots before compression (the
+figure of the sessions before it). Neither is the memory of the live objects: peak RSS is
+measured by ``bench_throughput.py``.
 """
 
 from __future__ import annotations
@@ -42,22 +47,30 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from newsflow.config import Settings
+from newsflow.core.snapshot import pickled_size, thaw
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
 
 
-def snapshot_bytes(recovery: Path) -> dict[str, int]:
-    """step name -> bytes of its keys' latest snapshots at the last epoch (all partitions)."""
-    latest: dict[tuple[str, str], tuple[int, int]] = {}
+def snapshot_bytes(recovery: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """step name -> bytes of its keys' latest snapshots at the last epoch (all partitions), as
+    stored and as pickled before compression."""
+    import pickle
+
+    latest: dict[tuple[str, str], tuple[int, int, int]] = {}
     for db in sorted(recovery.glob("part-*.sqlite3")):
         with sqlite3.connect(db) as con:
-            for step, key, epoch, n in con.execute(
-                    "SELECT step_id, state_key, snap_epoch, length(ser_change) FROM snaps"):
+            for step, key, epoch, ser in con.execute(
+                    "SELECT step_id, state_key, snap_epoch, ser_change FROM snaps"):
                 if (step, key) not in latest or latest[(step, key)][0] < epoch:
-                    latest[(step, key)] = (epoch, n or 0)
+                    blob = pickle.loads(ser) if ser is not None else None  # (Bytewax's pickle of ours)
+                    raw = pickled_size(blob) if isinstance(blob, bytes | bytearray) else len(ser or b"")
+                    latest[(step, key)] = (epoch, len(ser or b""), raw)
     out: collections.Counter[str] = collections.Counter()
-    for (step, _), (_, n) in latest.items():
+    raw_out: collections.Counter[str] = collections.Counter()
+    for (step, _), (_, n, raw) in latest.items():
         out[step.split(".")[1]] += n
-    return dict(out)
+        raw_out[step.split(".")[1]] += raw
+    return dict(out), dict(raw_out)
 
 
 def held_articles(recovery: Path) -> dict[str, int]:
@@ -80,7 +93,7 @@ def held_articles(recovery: Path) -> dict[str, int]:
             continue
         snap = pickle.loads(ser)
         if isinstance(snap, bytes | bytearray):
-            snap = pickle.loads(snap)
+            snap = thaw(snap)
         if not isinstance(snap, dict) or "state" not in snap:
             continue
         st, name = snap["state"], step.split(".")[1]
@@ -109,7 +122,7 @@ def peak(archive: str, out: Path, rec: Path, epoch_s: float) -> dict[str, object
     from newsflow.flows import isolation, metrics
 
     os.environ["NEWSFLOW_FLOW__EPOCH_SECONDS"] = str(epoch_s)
-    sizes: dict[int, tuple[str, int]] = {}
+    sizes: dict[int, tuple[str, int, int]] = {}
     best: dict[str, object] = {"bytes": -1}
     calls = [0]
     a0 = metrics.total(metrics.ARTICLES)
@@ -122,17 +135,21 @@ def peak(archive: str, out: Path, rec: Path, epoch_s: float) -> dict[str, object
                                       isolation.Isolated.on_eof)
 
     def sample() -> None:
-        total = sum(n for _, n in sizes.values())
+        total = sum(n for _, n, _ in sizes.values())
         if total > int(best["bytes"]):  # type: ignore[call-overload]
             per: collections.Counter[str] = collections.Counter()
-            for lab, n in sizes.values():
+            raw: collections.Counter[str] = collections.Counter()
+            for lab, n, r in sizes.values():
                 per[lab] += n
+                raw[lab] += r
             best.update({"bytes": total, "by_step": dict(per.most_common()), "keys": len(sizes),
+                         "pickled_bytes": sum(raw.values()), "pickled_by_step": dict(raw.most_common()),
                          "articles_emitted": int(metrics.total(metrics.ARTICLES) - a0)})
 
     def snapshot(self: isolation.Isolated) -> object:
         s = orig_snap(self)
-        sizes[id(self)] = (label(self), len(s) if isinstance(s, bytes | bytearray) else len(pickle.dumps(s)))
+        n = len(s) if isinstance(s, bytes | bytearray) else len(pickle.dumps(s))
+        sizes[id(self)] = (label(self), n, pickled_size(s) if isinstance(s, bytes | bytearray) else n)
         calls[0] += 1
         if calls[0] % 16 == 0:
             sample()
@@ -185,12 +202,14 @@ def main() -> None:
         print(orjson.dumps({"archive": a.archive, "peak_bytes": best["bytes"], "live_keys": best["keys"],
                             "by_step": best["by_step"], "articles_emitted": k,
                             "at_about": ms_to_iso(at), "articles_in_longest_window": live,
-                            "bytes_per_article": round(int(best["bytes"]) / max(live, 1))},  # type: ignore[call-overload]
+                            "bytes_per_article": round(int(best["bytes"]) / max(live, 1)),  # type: ignore[call-overload]
+                            "pickled_bytes": best["pickled_bytes"], "pickled_by_step": best["pickled_by_step"],
+                            "pickled_bytes_per_article": round(int(best["pickled_bytes"]) / max(live, 1))},  # type: ignore[call-overload]
                            option=orjson.OPT_INDENT_2).decode())
         return
     subprocess.run([sys.executable, "-m", "newsflow.cli.main", "demo", "--input", archive, "--out", str(out),
                     "--recovery-dir", str(rec)], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
-    by_step = snapshot_bytes(rec)
+    by_step, pickled = snapshot_bytes(rec)
     held = held_articles(rec)
     fetched = sorted(iso_to_ms(orjson.loads(x)["fetched_at"]) for x in (out / "articles.jsonl").open("rb"))
     end = fetched[-1]
@@ -209,7 +228,7 @@ def main() -> None:
         w = windows.get(step, week)
         k = live(w)
         row = {"step": step, "bytes": n, "window_hours": w / HOUR_MS, "articles_in_window": k,
-               "bytes_per_article": round(n / max(k, 1))}
+               "bytes_per_article": round(n / max(k, 1)), "pickled_bytes": pickled.get(step, 0)}
         if held.get(step):
             row["articles_held"] = held[step]
             row["bytes_per_article_held"] = round(n / held[step])
@@ -217,7 +236,9 @@ def main() -> None:
     total = sum(by_step.values())
     print(orjson.dumps({"archive": a.archive, "until": a.until, "article_records": len(fetched), "steps": rows,
                         "all_steps_bytes": total, "articles_in_longest_window": live(week),
-                        "all_steps_bytes_per_article": round(total / max(live(week), 1))},
+                        "all_steps_bytes_per_article": round(total / max(live(week), 1)),
+                        "all_steps_pickled_bytes": sum(pickled.values()),
+                        "all_steps_pickled_bytes_per_article": round(sum(pickled.values()) / max(live(week), 1))},
                        option=orjson.OPT_INDENT_2).decode())
 
 

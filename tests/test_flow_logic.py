@@ -13,13 +13,21 @@ from typing import Any
 import bytewax.operators as op
 import orjson
 import pytest
+import zstandard
 from bytewax.dataflow import Dataflow
 from bytewax.testing import TestingSink, TestingSource, run_main
 
 from newsflow.config import DedupSettings, Settings, StorySettings
 from newsflow.core.alignment import END
 from newsflow.core.placement import key_name
-from newsflow.core.snapshot import SnapshotFormatError, make_snapshot, restore
+from newsflow.core.snapshot import (
+    ZSTD_MAGIC,
+    SnapshotFormatError,
+    make_snapshot,
+    pickled_size,
+    restore,
+    thaw,
+)
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.feeds.normalize import normalize_payload
 from newsflow.flows.pipeline import (
@@ -357,6 +365,27 @@ def test_parse_snapshots_leave_out_the_repoll_cache_and_resume_identically() -> 
         raw = encode_raw(p)[1]
         assert a._item(f"0000:{i:012d}", raw) == b._item(f"0000:{i:012d}", raw)
     assert a.repolls.payload_hits == 8 and b.repolls.payload_hits == 4  # b parsed each feed once
+
+
+def test_frozen_snapshots_are_compressed_and_plain_pickles_still_restore() -> None:
+    """With recovery on, a snapshot is its pickle compressed (zstd): a story step's state takes
+    fewer bytes; a store written before compression (a plain pickle of the
+    same dict) resumes to the same state."""
+    arts = demo_articles()
+    items, _ = _deduped(arts)
+    a = StoriesLogic(SETTINGS, None, True)
+    for _, v in items:
+        a.on_item(v)
+    frozen = a.snapshot()
+    assert isinstance(frozen, bytes) and frozen[:4] == ZSTD_MAGIC
+    fields = restore(STEP_STORIES, frozen)
+    plain = zstandard.ZstdDecompressor().decompress(frozen)  # the pickle that was compressed
+    assert pickle.dumps(pickle.loads(plain)) == pickle.dumps(thaw(frozen))
+    assert pickled_size(frozen) == len(plain) and pickled_size(plain) == len(plain)
+    assert len(frozen) * 1.25 < len(plain)  # (mostly hash arrays here; 1.6x on 100k UCI rows)
+    assert pickle.dumps(restore(STEP_STORIES, plain)) == pickle.dumps(fields)
+    b, c = StoriesLogic(SETTINGS, frozen, True), StoriesLogic(SETTINGS, plain, True)
+    assert b.snapshot() == c.snapshot()  # the same state, compressed the same way
 
 
 def test_old_positional_snapshots_are_refused_with_a_clear_message() -> None:
