@@ -188,6 +188,7 @@ def test_replay_on_two_processes_writes_the_same_bytes_and_counts(demo_archive: 
     assert cli_main(["replay", archive, "--out", str(tmp_path / "two"), "--processes", "2"]) == 0
     cap = capsys.readouterr()
     assert "replay: 97 payloads, 41 articles" in one and "replay: 97 payloads, 41 articles" in cap.out
+    assert "on 2 processes" in cap.out and " on " not in one  # (auto: a small archive, one)
     assert "97/97" in cap.err and "41 articles" in cap.err
     for topic in ("articles", "digests", "feed-health", "deadletter", "stories"):
         assert (tmp_path / "two" / f"{topic}.jsonl").read_bytes() == (tmp_path / "one" / f"{topic}.jsonl").read_bytes()
@@ -197,3 +198,28 @@ def test_replay_on_two_processes_writes_the_same_bytes_and_counts(demo_archive: 
     assert cli_main([*args, "--out", str(tmp_path / "c1")]) == 0
     assert cli_main([*args, "--out", str(tmp_path / "c2"), "--processes", "2"]) == 0
     assert (tmp_path / "c2" / "compare.md").read_text() == (tmp_path / "c1" / "compare.md").read_text()
+
+
+def test_processes_auto_runs_one_per_core_on_large_archives_only(monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``replay``'s default ``--processes auto``: one process per usable core, at most one per
+    input partition, for an archive of at least ``AUTO_MIN_BYTES`` of payloads; one below (a
+    second process costs what it saves there). A number is taken as given; anything else is a
+    one-line error."""
+    import argparse
+
+    from newsflow.cli import main as cli
+
+    monkeypatch.setattr(cli, "usable_cores", lambda: 2)
+    auto = argparse.Namespace(processes="auto")
+    assert cli.processes_of(auto, archive_bytes=cli.AUTO_MIN_BYTES, partitions=4) == 2
+    assert cli.processes_of(auto, archive_bytes=cli.AUTO_MIN_BYTES - 1, partitions=4) == 1
+    assert cli.processes_of(auto, archive_bytes=10 * cli.AUTO_MIN_BYTES, partitions=1) == 1
+    monkeypatch.setattr(cli, "usable_cores", lambda: 64)
+    assert cli.processes_of(auto, archive_bytes=cli.AUTO_MIN_BYTES, partitions=4) == 4
+    assert cli.processes_of(argparse.Namespace(processes="3"), archive_bytes=1, partitions=4) == 3
+    write_archive(demo_payloads()[:3], tmp_path / "a.jsonl")
+    assert cli_main(["replay", str(tmp_path / "a.jsonl"), "--no-progress", "--processes", "many"]) != 0
+    err = capsys.readouterr().err
+    assert "--processes must be a number >= 1 or auto, not 'many'" in err

@@ -60,12 +60,17 @@ class RunStats:
         return self.articles / self.seconds if self.seconds > 0 else 0.0
 
 
-def count_payloads(archive: str) -> int:
-    """The archive's lines, for the progress bar (where a file breaks off, the flow itself
-    reads what it can and dead-letters the break)."""
+def count_payloads(archive: str) -> tuple[int, int]:
+    """The archive's lines and their bytes, for the progress bar and ``--processes auto``
+    (where a file breaks off, the flow itself reads what it can and dead-letters the break)."""
     from newsflow.connectors.files import Unreadable, archive_lines
 
-    return sum(1 for x in archive_lines(archive) if not isinstance(x, Unreadable))
+    n = size = 0
+    for x in archive_lines(archive):
+        if not isinstance(x, Unreadable):
+            n += 1
+            size += len(x)
+    return n, size
 
 
 def replay_once(archive: str, out_dir: Path, settings: Any, *, workers: int = 1, total: int | None = None,
@@ -159,13 +164,15 @@ def write_report(out: Path, run_a: Any, run_b: Any, extra: dict[str, str]) -> tu
     return md, page
 
 
-def _summary(label: str, st: RunStats, out_dir: Path, settings: Any, archive: str) -> tuple[str, str | None]:
+def _summary(label: str, st: RunStats, out_dir: Path, settings: Any, archive: str,
+             processes: int = 1) -> tuple[str, str | None]:
     """The run's summary line, and the warning when not one line of the archive was a payload."""
     from newsflow.cli.main import not_an_archive, summarize
 
     s = summarize(out_dir, settings)
     line = (f"{label}: {st.payloads} payloads, {s['articles']} articles, {s['digests']} digests, "
-            f"{s['deadletter']} dead letters in {st.seconds:.1f}s ({st.articles_per_s:.0f} articles/s) "
+            f"{s['deadletter']} dead letters in {st.seconds:.1f}s"
+            f"{f' on {processes} processes' if processes > 1 else ''} ({st.articles_per_s:.0f} articles/s) "
             f"-> {out_dir}/\n  dispositions: {s['dispositions']}")
     return line, not_an_archive(archive, st.payloads, s)
 
@@ -185,16 +192,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from newsflow.config import load_settings
 
     settings_a = load_settings(args.config)
-    workers, processes = workers_of(args, settings_a), processes_of(args)
     settings_b = load_settings(args.compare) if args.compare else None
-    total = count_payloads(args.archive)
+    total, size = count_payloads(args.archive)
+    workers = workers_of(args, settings_a)
+    processes = processes_of(args, archive_bytes=size, partitions=settings_a.flow.file_partitions)
     out = output_dir(args.out or tempfile.mkdtemp(prefix="newsflow-replay-"))
     progress = not args.no_progress
     if settings_b is None:
         st = replay_once(args.archive, out, settings_a, workers=workers, total=total,
                          label=Path(args.config).stem if args.config else "replay", progress=progress,
                          processes=processes)
-        line, problem = _summary("replay", st, out, settings_a, args.archive)
+        line, problem = _summary("replay", st, out, settings_a, args.archive, processes)
         print(line, flush=True)
         return _done(problem)
     la, lb = labels_for(args.config, args.compare)
@@ -202,7 +210,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for label, settings, sub in ((la, settings_a, "a"), (lb, settings_b, "b")):
         st = replay_once(args.archive, output_dir(out / sub), settings, workers=workers, total=total,
                          label=label, progress=progress, processes=processes)
-        line, problem = _summary(label, st, out / sub, settings, args.archive)
+        line, problem = _summary(label, st, out / sub, settings, args.archive, processes)
         print(line)
         runs.append(load_run(label, out / sub, settings))
     md, page = write_report(out, runs[0], runs[1], {
@@ -223,7 +231,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", help="output directory (default: a new temp dir)")
     p.add_argument("--compare", metavar="C2", help="second settings TOML: replay again and report the changes")
     p.add_argument("--workers", type=int, default=1, help="worker threads (same output for any number)")
-    p.add_argument("--processes", type=int, default=1,
-                   help="local processes (default: 1); one per core is fastest, with the same output")
+    p.add_argument("--processes", default="auto",
+                   help="local processes, or auto (the default): one per core (at most one per input "
+                        "partition) for an archive of 12 MB of payloads or more, else one; the same "
+                        "output for any number")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
