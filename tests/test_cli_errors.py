@@ -85,13 +85,6 @@ def test_zero_workers_are_refused(cmd: str, flag: str, tmp_path: Path, capsys: p
     assert not (tmp_path / "o").exists()
 
 
-def test_demo_recovery_on_several_processes_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    line = one_line_error(capsys, main(["demo", "--out", str(tmp_path / "o"), "--processes", "2",
-                                        "--recovery-dir", str(tmp_path / "r")]))
-    assert "--recovery-dir needs one process" in line
-    assert not (tmp_path / "o").exists()
-
-
 # ------------------------------------------------------------------ digest render wording
 def test_render_of_a_file_without_digests_says_no_digest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "articles.jsonl"

@@ -289,10 +289,3 @@ def test_a_failing_process_fails_the_run_and_stops_the_others(tmp_path: Path, ca
                               Settings().model_dump_json().encode()), 2)
     assert time.monotonic() - t0 < 120
     assert "FileNotFoundError: no *.jsonl or *.jsonl.gz" in capfd.readouterr().err  # the child's error, shown
-
-
-def test_recovery_needs_one_process(demo_archive: Path, tmp_path: Path) -> None:
-    from newsflow.cli.main import UserError
-
-    with pytest.raises(UserError, match="--recovery-dir needs one process"):
-        run_file_flow(str(demo_archive), str(tmp_path / "o"), recovery_dir=str(tmp_path / "r"), processes=2)

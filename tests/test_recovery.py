@@ -3,12 +3,18 @@ snapshots emits the same articles as one uninterrupted run (at-least-once, idemp
 
 from __future__ import annotations
 
+import os
+import pickle
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 
 from newsflow.cli.main import run_file_flow
 from newsflow.connectors.files import write_archive
+from newsflow.core.snapshot import ZSTD_MAGIC
 from newsflow.samples.demo import demo_payloads
 
 
@@ -43,3 +49,74 @@ def test_resume_from_recovery_equals_one_run(tmp_path: Path) -> None:
     got = articles(tmp_path / "resumed" / "articles.jsonl")
     assert set(got) == set(expected)
     assert got == expected
+
+
+def _grow(archive: Path, payloads: list, first: int) -> None:  # type: ignore[type-arg]
+    """The whole archive, its first ``first`` lines overwritten with junk: a run that re-read them
+    would dead-letter them (``bad_envelope``)."""
+    write_archive(payloads, archive)
+    lines = archive.read_bytes().splitlines()
+    archive.write_bytes(b"\n".join([b"junk"] * first + lines[first:]) + b"\n")
+
+
+def _stored_snapshots(rec: Path) -> dict[str, set[str]]:
+    """step -> the kinds of its latest snapshots in the recovery store ("frozen": our compressed
+    pickle; else the type Bytewax pickled)."""
+    kinds: dict[str, set[str]] = {}
+    for db in rec.glob("part-*.sqlite3"):
+        with sqlite3.connect(db) as con:
+            for step, ser in con.execute("SELECT step_id, ser_change FROM snaps"):
+                if ser is None:
+                    continue
+                v = pickle.loads(ser)
+                kind = "frozen" if isinstance(v, bytes) and v[:4] == ZSTD_MAGIC else type(v).__name__
+                kinds.setdefault(step.split(".")[1], set()).add(kind)
+    return kinds
+
+
+def test_resume_on_two_processes_equals_one_run(tmp_path: Path) -> None:
+    """``newsflow demo --processes 2 --recovery-dir``: both processes snapshot into the one
+    directory, and a rerun on two processes resumes from it: the articles of one uninterrupted
+    run, none re-read."""
+    payloads = demo_payloads()
+    archive = tmp_path / "raw.jsonl"
+    write_archive(payloads, archive)
+    run_file_flow(str(archive), str(tmp_path / "once"))
+    expected = articles(tmp_path / "once" / "articles.jsonl")
+    write_archive(payloads[:40], archive)
+    rec = tmp_path / "recovery"
+    run_file_flow(str(archive), str(tmp_path / "resumed"), recovery_dir=str(rec), processes=2)
+    assert 0 < len(articles(tmp_path / "resumed" / "articles.jsonl")) < len(expected)
+    kinds = _stored_snapshots(rec)
+    assert kinds["stories"] == kinds["dedup"] == kinds["parse"] == {"frozen"}
+    _grow(archive, payloads, 40)
+    run_file_flow(str(archive), str(tmp_path / "resumed"), recovery_dir=str(rec), processes=2)
+    assert b"bad_envelope" not in (tmp_path / "resumed" / "deadletter.jsonl").read_bytes()
+    assert articles(tmp_path / "resumed" / "articles.jsonl") == expected
+
+
+def test_bytewax_launcher_with_a_recovery_directory_freezes_snapshots_and_resumes(tmp_path: Path) -> None:
+    """``python -m bytewax.testing flows.entry:file_flow() -p 2 -r DIR`` (the several-machine
+    launcher, ``bytewax.run -i/-a -r``, on one host): the flow sees the recovery directory, so
+    each step's snapshot is frozen when taken (an unfrozen one is pickled by Bytewax later, from
+    state that has moved on), and a rerun resumes: the articles of one uninterrupted run."""
+    payloads = demo_payloads()
+    archive = tmp_path / "raw.jsonl"
+    write_archive(payloads, archive)
+    run_file_flow(str(archive), str(tmp_path / "once"))
+    expected = articles(tmp_path / "once" / "articles.jsonl")
+    rec = tmp_path / "recovery"
+    rec.mkdir()
+    subprocess.run([sys.executable, "-m", "bytewax.recovery", str(rec), "1"], check=True)
+    env = {**os.environ, "NEWSFLOW_INPUT": str(archive), "NEWSFLOW_OUT": str(tmp_path / "out")}
+    cmd = [sys.executable, "-m", "bytewax.testing", "flows.entry:file_flow()", "-p", "2",
+           "-r", str(rec), "-s", "1", "-b", "0"]
+    root = Path(__file__).resolve().parents[1]
+    write_archive(payloads[:40], archive)
+    subprocess.run(cmd, env=env, cwd=root, check=True, timeout=300, capture_output=True)
+    kinds = _stored_snapshots(rec)
+    assert kinds["stories"] == kinds["dedup"] == kinds["parse"] == kinds["digest_feeders"] == {"frozen"}
+    _grow(archive, payloads, 40)
+    subprocess.run(cmd, env=env, cwd=root, check=True, timeout=300, capture_output=True)
+    assert b"bad_envelope" not in (tmp_path / "out" / "deadletter.jsonl").read_bytes()
+    assert articles(tmp_path / "out" / "articles.jsonl") == expected

@@ -112,13 +112,6 @@ def processes_of(args: argparse.Namespace, *, archive_bytes: int | None = None, 
     return k
 
 
-def check_processes(processes: int, recovery_dir: str | None) -> None:
-    """Recovery snapshots are written by one process: ``--recovery-dir`` with several is refused."""
-    if processes > 1 and recovery_dir:
-        msg = "--recovery-dir needs one process (--processes 1)"
-        raise UserError(msg)
-
-
 def workers_of(args: argparse.Namespace, settings: Any) -> int:
     """``--workers`` if given (it must be at least 1: 0 is a mistake, not "the default"),
     else ``flow.workers``."""
@@ -210,17 +203,19 @@ def run_file_flow(input_path: str, out_dir: str, settings: Any = None, workers: 
     With ``recovery_dir`` (created on first use), state and input offsets are snapshotted, and a
     later run with the same directory resumes where the last one stopped. With ``processes`` > 1
     the flow runs on that many local processes (:mod:`newsflow.cli.processes`; the same output
-    bytes), and ``progress`` is called with the running counts.
+    bytes; they share ``recovery_dir``), and ``progress`` is called with the running counts.
     """
     from newsflow.config import Settings
 
     settings = settings or Settings()
     if processes > 1:  # (the flow's modules are imported by the processes, not here)
-        check_processes(processes, recovery_dir)
         from newsflow.cli.processes import FileRun, run_processes
 
+        rec = str(Path(recovery_dir).resolve()) if recovery_dir else None
+        if rec:
+            ensure_recovery_dir(rec)  # (initialised once, here: the processes share it)
         counts = run_processes(FileRun(input_path, out_dir, settings.model_dump_json().encode(), workers,
-                                       interactions_path, profiles),
+                                       interactions_path, profiles, rec),
                                processes, progress)
         create_topic_files(Path(out_dir), settings)
         return counts
@@ -317,7 +312,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     settings = load_config(args)
     workers, processes = workers_of(args, settings), processes_of(args)
-    check_processes(processes, args.recovery_dir)
     if args.input:
         check_input(args.input)
     out = output_dir(args.out or tempfile.mkdtemp(prefix="newsflow-demo-"))

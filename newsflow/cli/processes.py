@@ -43,6 +43,9 @@ class FileRun:
     workers: int = 1
     interactions_path: str | None = None
     profiles: Any = None
+    #: an initialised recovery directory the processes share (``--recovery-dir``): each snapshots
+    #: its keys' state and its input partitions' offsets there, and a rerun resumes from them
+    recovery_dir: str | None = None
 
 
 class ProcessFailed(RuntimeError):
@@ -154,7 +157,12 @@ def child_main(argv: list[str]) -> int:
     run: FileRun = pickle.loads(Path(spec).read_bytes())
     settings = Settings.model_validate_json(run.settings_json)
     flow = file_flow(run.input_path, run.out_dir, settings, interactions_path=run.interactions_path,
-                     profiles=run.profiles)
+                     profiles=run.profiles, recovery=run.recovery_dir is not None, inflight_dir=run.recovery_dir)
+    recovery = None
+    if run.recovery_dir is not None:
+        from bytewax.recovery import RecoveryConfig
+
+        recovery = RecoveryConfig(run.recovery_dir)
     path = Path(counts)
     stop = threading.Event()
 
@@ -167,7 +175,7 @@ def child_main(argv: list[str]) -> int:
     _meet(path.parent / "ready-0", int(index))
     try:
         cluster_main(flow, addresses.split(";"), int(index), worker_count_per_proc=run.workers,
-                     epoch_interval=timedelta(seconds=settings.flow.epoch_seconds))
+                     epoch_interval=timedelta(seconds=settings.flow.epoch_seconds), recovery_config=recovery)
     finally:
         stop.set()
         reporter.join()
