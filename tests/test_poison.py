@@ -92,3 +92,21 @@ def test_journal_counts_deaths_and_forgives_a_suspect_parsed_without_one(tmp_pat
     assert InflightJournal(tmp_path, "0000").crashes("0000:1") == 0
     (tmp_path / "inflight" / "0000.json").write_bytes(b'{"current": "0000:')  # torn write
     assert InflightJournal(tmp_path, "0000").suspects == {}
+
+
+def test_journal_overwrites_its_file_in_place_leaving_no_old_bytes(tmp_path: Path) -> None:
+    """One file per partition, written in place: a shorter record after a longer one leaves
+    none of the longer one's bytes (padding), and the file is never replaced (the same inode)."""
+    j = InflightJournal(tmp_path, "0000")
+    path = tmp_path / "inflight" / "0000.json"
+    inode = path.stat().st_ino
+    j.suspects = {f"0000:{i:012d}": 1 for i in range(50)}  # a long record
+    j.begin("0000:000000000077")
+    long = path.stat().st_size
+    j.suspects = {}
+    j.done("0000:000000000077")
+    assert orjson.loads(path.read_bytes()) == {"pid": os.getpid(), "current": None, "suspects": {}}
+    assert path.stat().st_size == long and path.stat().st_ino == inode
+    assert not list(path.parent.glob("*.tmp"))
+    j.begin("0000:000000000078")
+    assert InflightJournal(tmp_path, "0000").crashes("0000:000000000078") == 1

@@ -12,12 +12,17 @@ is for the deaths no ``except`` sees. One small file per input partition,
 ``current``, the previous process died while parsing it: that message becomes a *suspect* with
 one more crash. A suspect that has killed ``poison_after`` processes is not parsed again: the
 parse step turns it into a ``poison_message`` dead letter. A suspect parsed without a crash is
-forgiven. A write is one small file per message; a torn file (killed mid-write) reads as empty.
+forgiven. Each partition's file stays open and a write overwrites it in place (one ``pwrite``
+of the JSON record, padded with spaces to the longest record written before, so no old bytes
+remain): a replaced file per write (write, then rename) cost 536 us a message on the 2-core VM,
+27 s of a 100k-row UCI replay with recovery; in place it costs a few microseconds. The page cache
+keeps a write when the process is killed; a file torn by a machine crash reads as empty.
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
 import orjson
@@ -33,10 +38,16 @@ class InflightJournal:
             st = orjson.loads(self.path.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             st = {}
+        if not isinstance(st, dict):
+            st = {}
         self.suspects: dict[str, int] = {str(k): int(v) for k, v in (st.get("suspects") or {}).items()}
         died_on = st.get("current")
         if died_on:  # the previous process died while parsing this message
             self.suspects[died_on] = self.suspects.get(died_on, 0) + 1
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        weakref.finalize(self, os.close, self._fd)
+        #: the file's length: every write covers it (shorter records are padded with spaces)
+        self._size = os.fstat(self._fd).st_size
         self._write(None)
 
     def crashes(self, seq: str) -> int:
@@ -53,9 +64,10 @@ class InflightJournal:
 
     def _write(self, current: str | None) -> None:
         data = orjson.dumps({"pid": os.getpid(), "current": current, "suspects": self.suspects})
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, self.path)
+        if len(data) < self._size:
+            data = data.ljust(self._size)  # (JSON allows the trailing spaces)
+        os.pwrite(self._fd, data, 0)
+        self._size = len(data)
 
 
 class InflightJournals:
