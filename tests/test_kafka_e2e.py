@@ -90,3 +90,22 @@ def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path
     file_stories = (tmp_path / "out" / "stories.jsonl").read_bytes().splitlines()
     assert latest([v for _, v in stories]) == latest(file_stories)
     assert any(len(v[0]) >= 3 and len(v[1]) >= 2 for v in latest(file_stories).values())  # real multi-outlet stories
+
+
+def test_run_snapshots_at_the_configured_epoch(kafka_bootstrap: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``newsflow run`` gives Bytewax ``flow.epoch_seconds`` (how often state is snapshotted);
+    it used to give nothing, and Bytewax's own 10 s applied whatever the configuration said."""
+    from datetime import timedelta
+
+    import bytewax._bytewax as bw
+
+    suffix = uuid.uuid4().hex[:8]
+    cfg = tmp_path / "settings.toml"
+    cfg.write_text("[flow]\nepoch_seconds = 2.5\n[kafka.topics]\n" + "".join(
+        f'{role} = "{name}.{suffix}"\n' for role, name in Topics().roles().items()))
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(bw, "cli_main", lambda flow, **kw: seen.update(kw))
+    assert cli_main(["run", "--brokers", kafka_bootstrap, "--config", str(cfg), "--until-eof",
+                     "--metrics-port", "0"]) == 0
+    assert seen["epoch_interval"] == timedelta(seconds=2.5)

@@ -371,6 +371,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
     from bytewax._bytewax import cli_main
 
     from newsflow.cli.ops import observed
@@ -390,7 +392,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None,
                       add_config=quiet, inflight_dir=args.recovery_dir, profiles=profiles)
     with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.kafka.topics.raw):
-        cli_main(flow, workers_per_process=workers, recovery_config=recovery)
+        # (the configured epoch: without it Bytewax's default of 10 s applied, not flow.epoch_seconds)
+        cli_main(flow, workers_per_process=workers, recovery_config=recovery,
+                 epoch_interval=timedelta(seconds=settings.flow.epoch_seconds))
     return 0
 
 
