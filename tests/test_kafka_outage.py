@@ -126,11 +126,14 @@ def test_broker_outage_fails_the_epoch_and_resume_emits_everything(kafka_bootstr
     finally:
         out_broker.stop(remove_data=True)
 
-    # every record a single uninterrupted run produces is on the output topics
+    # every record a single uninterrupted run produces is on the output topics (a run with
+    # recovery, as this one: the end of its input is a pause, the windows still open are not
+    # drafted in progress at the end)
     archive = tmp_path / "raw.jsonl"
     write_archive(payloads, archive)
     run_file_flow(str(archive), str(tmp_path / "once"),
-                  Settings(flow=FlowSettings(file_partitions=1)))  # one partition, as the topic has
+                  Settings(flow=FlowSettings(file_partitions=1)),  # one partition, as the topic has
+                  recovery_dir=str(tmp_path / "once-recovery"))
     for n in OUT_TOPICS:
         lines = (tmp_path / "once" / f"{n.replace('_', '-')}.jsonl").read_bytes().splitlines()
         assert lines, n

@@ -325,8 +325,10 @@ class FeederLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
 
     def on_eof(self) -> tuple[Iterable[tuple[str, Any]], bool]:
         """The end of a finite input: the shard's part of every window it sent records to (the
-        clock assembles the latest of each type, as of the end)."""
-        if self.shard is None or not self.sent:
+        clock assembles the latest of each type, as of the end). With recovery the end is a
+        pause, not the end of time: a rerun resumes the windows, so nothing is sealed early
+        (sealing removes the window from what the shard still owes it)."""
+        if self.shard is None or not self.sent or self.recovery:
             return (), StatefulLogic.RETAIN
         due = list(self.sent)
         out: list[tuple[str, Any]] = [self._seal(w, self.shard) for w in due]
@@ -447,7 +449,10 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
         return out
 
     def on_eof(self) -> tuple[Iterable[tuple[str, Any]], bool]:
-        if self.wm is None:
+        """The end of a finite input: each type's latest window drafted in progress. Not with
+        recovery: a rerun resumes the input, and a window drafted now would lose its entries
+        (its key ends once drafted) and hold up every later digest of its type."""
+        if self.wm is None or self.recovery:
             return (), StatefulLogic.RETAIN
         latest: dict[str, DigestWindow] = {}
         for w in self.schedule.windows_containing(self.wm):

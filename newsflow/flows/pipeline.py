@@ -275,7 +275,11 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
 
     def _end(self) -> list[ParseOutput]:
         """This partition sends nothing more: a payload still held is processed (the partition's
-        only one) or dead-lettered (an unconfirmed jump), and the shards' merge stops waiting."""
+        only one) or dead-lettered (an unconfirmed jump), and the shards' merge stops waiting.
+        Not with recovery: there the end of a finite input is a pause (a rerun resumes it), and
+        an end tick kept in the shards' snapshots would stop their event time for good."""
+        if self.recovery:
+            return []
         held, self.candidate = self.candidate, None
         out: list[ParseOutput] = []
         if held is not None and self.wm <= 0:
