@@ -264,18 +264,21 @@ def create_topic_files(out_dir: Path, settings: Any = None) -> None:
 def summarize(out_dir: Path, settings: Any = None) -> dict[str, Any]:
     """Records per role (and dispositions, dead-letter reasons) in a file run's outputs."""
     counts: dict[str, Any] = {}
-    fields = {"articles": "dispositions", "deadletter": "deadletter_reasons"}
     for topic, name in topic_files(settings).items():
         n, seen = 0, Counter[str]()
-        field = {"articles": "disposition", "deadletter": "reason"}.get(topic)
+        field, tally = _TALLIED.get(topic, (None, None))
         for line in jsonl_lines(out_dir / name):  # (streamed: 100k articles are 200 MB of JSON)
             n += 1
             if field is not None:
                 seen[orjson.loads(line)[field]] += 1
         counts[topic] = n
-        if topic in fields:
-            counts[fields[topic]] = dict(sorted(seen.items()))
+        if tally is not None:
+            counts[tally] = dict(sorted(seen.items()))
     return counts
+
+
+#: role -> the record field :func:`summarize` tallies, and the name of the tally
+_TALLIED = {"articles": ("disposition", "dispositions"), "deadletter": ("reason", "deadletter_reasons")}
 
 
 def jsonl_lines(path: Path) -> Iterator[bytes]:
