@@ -328,6 +328,48 @@ def test_band_index_one_entry_buckets_read_like_lists() -> None:
     assert idx.expire(T0 + 200 * HOUR_MS) == sum(len(v) for v in ref.values()) and len(idx) == 0
 
 
+def test_band_index_pickle_repacks_only_changed_slabs() -> None:
+    """Each recovery snapshot pickles the index: a slab packed before is reused until an insert
+    touches it or it expires, and every pickle (of a live or a restored index, before and after
+    inserts into old and new slabs) reads back as the index is at that moment."""
+    import random
+
+    rnd = random.Random(11)
+    idx = BandIndex(window_ms=72 * HOUR_MS, slab_ms=12 * HOUR_MS, max_bucket=3)
+    t0 = T0 - T0 % idx.slab_ms  # hours 0-12 are one slab
+
+    def fill(n: int, lo: int, hi: int) -> None:
+        for _ in range(n):
+            idx.insert([rnd.randrange(1 << 64) for _ in range(3)] + [rnd.randrange(30)],
+                       f"r{rnd.randrange(400)}", t0 + rnd.randrange(lo * HOUR_MS, hi * HOUR_MS))
+
+    def same(a: BandIndex, b: BandIndex) -> bool:
+        return a.snapshot() == b.snapshot() and [type(v) for sl in a._slabs.values() for v in sl.values()] == \
+            [type(v) for sl in b._slabs.values() for v in sl.values()]
+
+    fill(1500, 0, 60)
+    assert same(pickle.loads(pickle.dumps(idx)), idx)
+    packed = dict(idx._packs)
+    assert set(packed) == set(idx._slabs)
+    fill(200, 48, 60)  # the latest slab only
+    latest = (t0 + 48 * HOUR_MS) // idx.slab_ms
+    assert set(idx._packs) == set(packed) - {latest}
+    assert all(idx._packs[s] is packed[s] for s in idx._packs)
+    assert same(pickle.loads(pickle.dumps(idx)), idx)
+    fill(50, 0, 12)  # a late entry in the oldest slab
+    idx.expire(t0 + 96 * HOUR_MS)  # the slabs before hour 24 expire
+    back = pickle.loads(pickle.dumps(idx))
+    assert same(back, idx) and set(back._packs) == set(back._slabs)
+    rnd.seed(99)
+    for b in (back, idx):  # the restored index and the live one go on alike
+        state = rnd.getstate()
+        for _ in range(300):
+            b.insert([rnd.randrange(1 << 64) for _ in range(3)], f"q{rnd.randrange(50)}",
+                     t0 + rnd.randrange(60 * HOUR_MS, 100 * HOUR_MS))
+        rnd.setstate(state)
+    assert same(pickle.loads(pickle.dumps(back)), pickle.loads(pickle.dumps(idx)))
+
+
 def _slots_state(obj: object) -> tuple[None, dict[str, object]]:
     """What pickle kept of a slotted object before it had a ``__getstate__``."""
     return None, {k: getattr(obj, k) for k in type(obj).__slots__}

@@ -569,7 +569,7 @@ class BandIndex:
     cannot make a lookup slow: the cost per article is flat however large the window.
     """
 
-    __slots__ = ("_slabs", "max_bucket", "slab_ms", "window_ms")
+    __slots__ = ("_packs", "_slabs", "max_bucket", "slab_ms", "window_ms")
 
     def __init__(self, window_ms: int = 72 * HOUR_MS, slab_ms: int = 12 * HOUR_MS,
                  max_bucket: int = 32) -> None:
@@ -579,6 +579,10 @@ class BandIndex:
         #: slab number -> {bucket key -> [(ref, time_ms), ...]}; a bucket of one entry holds the
         #: entry itself, not a list of one (most buckets: 64 bytes less each, ~30 MB on 100k UCI)
         self._slabs: dict[int, dict[int, list[tuple[Any, int]] | tuple[Any, int]]] = {}
+        #: slab number -> its packed layout as last pickled, dropped when the slab changes: a
+        #: recovery snapshot every epoch packs only the slabs written since (most inserts go to
+        #: the latest of the window's six or seven slabs)
+        self._packs: dict[int, tuple[Any, ...]] = {}
 
     def lookup(self, keys: Iterable[int], now_ms: int | None = None,
                since_ms: int | None = None) -> list[tuple[Any, int]]:
@@ -617,7 +621,9 @@ class BandIndex:
     def insert(self, keys: Iterable[int], ref: Any, time_ms: int, unique: bool = False) -> None:
         """Add ``ref`` to the buckets of ``keys`` in the slab of ``time_ms``. ``unique``: skip
         a bucket that already holds ``ref`` in that slab (story postings)."""
-        slab = self._slabs.setdefault(time_ms // self.slab_ms, {})
+        s = time_ms // self.slab_ms
+        slab = self._slabs.setdefault(s, {})
+        self._packs.pop(s, None)
         entry = (ref, time_ms)
         cap = self.max_bucket
         for k in keys:
@@ -651,6 +657,7 @@ class BandIndex:
         dropped = 0
         for s in [s for s in self._slabs if (s + 1) * self.slab_ms <= cutoff]:
             dropped += sum(len(v) if isinstance(v, list) else 1 for v in self._slabs.pop(s).values())
+            self._packs.pop(s, None)
         return dropped
 
     def __len__(self) -> int:
@@ -680,34 +687,45 @@ class BandIndex:
         try:
             return self._packed()
         except (OverflowError, TypeError):
-            return (None, {k: getattr(self, k) for k in BandIndex.__slots__})
+            return (None, {k: getattr(self, k) for k in BandIndex.__slots__ if k != "_packs"})
 
     def _packed(self) -> tuple[Any, ...]:
         slabs = []
+        packs = self._packs
         for s, slab in self._slabs.items():
-            at: dict[int, int] = {}
-            ents: list[tuple[Any, int]] = []
-            lens = array("I")
-            idx = array("I")
-            for v in slab.values():
-                group = v if isinstance(v, list) else (v,)
-                lens.append(len(v) if isinstance(v, list) else 0)
-                for e in group:
-                    i = at.get(id(e))
-                    if i is None:
-                        i = at[id(e)] = len(ents)
-                        ents.append(e)
-                    idx.append(i)
-            slabs.append((s, array("Q", slab).tobytes(), *_narrow(lens), *_narrow(idx), [e[0] for e in ents],
-                          array("q", [e[1] for e in ents]).tobytes()))
+            p = packs.get(s)
+            if p is None:
+                p = packs[s] = self._pack_slab(s, slab)
+            slabs.append(p)
         return (_PACKED_V1, self.window_ms, self.slab_ms, self.max_bucket, slabs)
 
+    @staticmethod
+    def _pack_slab(s: int, slab: dict[int, list[tuple[Any, int]] | tuple[Any, int]]) -> tuple[Any, ...]:
+        """One slab's packed layout (see :meth:`__getstate__`)."""
+        at: dict[int, int] = {}
+        ents: list[tuple[Any, int]] = []
+        lens = array("I")
+        idx = array("I")
+        for v in slab.values():
+            group = v if isinstance(v, list) else (v,)
+            lens.append(len(v) if isinstance(v, list) else 0)
+            for e in group:
+                i = at.get(id(e))
+                if i is None:
+                    i = at[id(e)] = len(ents)
+                    ents.append(e)
+                idx.append(i)
+        return (s, array("Q", slab).tobytes(), *_narrow(lens), *_narrow(idx), [e[0] for e in ents],
+                array("q", [e[1] for e in ents]).tobytes())
+
     def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self._packs = {}
         if state[0] is None:  # pickled before __getstate__: (None, {slot: value})
             set_slots(self, state)
             return
         _, self.window_ms, self.slab_ms, self.max_bucket, packed = state
         self._slabs = {}
+        self._packs = {p[0]: p for p in packed}  # each slab as it was packed, until it changes
         for s, kb, lt, lb, it, ib, refs, tb in packed:
             times, lens, idx = array("q"), array(lt), array(it)
             times.frombytes(tb)
