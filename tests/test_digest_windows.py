@@ -102,6 +102,56 @@ def test_a_window_drafts_the_same_digest_whatever_order_its_messages_come_in() -
         assert d.draft.candidates == want.candidates
 
 
+def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest() -> None:
+    """With recovery, a window key's snapshot carries its entries as frozen chunks, one per
+    epoch that brought some (frozen once, then carried as bytes), not re-pickled whole: a key
+    resumed from a snapshot taken after any message (and from a snapshot of before the
+    chunks, whose entries sit in the state) drafts the digest of an uninterrupted key."""
+    from newsflow.core.snapshot import make_snapshot, restore
+
+    s = Settings()
+    w = DigestWindow("rolling", START, START + HOUR_MS)
+    recs = _records(30, w)
+    entries = digest_entries(recs)
+    cov = StoryCoverage().extend(recs)
+    stories, feeds = _coverage_at(cov, recs, w.end_ms)
+    seal = WindowSeal(w, "sa", tuple(e["article_id"] for e in entries), {}, stories, feeds)
+    configs = (s.digests.schedule(), s.digests.to_config(), s.scoring.to_config())
+    want = draft_digest(entries, w, schedule=configs[0], feed_health={}, config=configs[1], final=True,
+                        coverage=CoverageAt(w.end_ms, stories, feeds),  # type: ignore[arg-type]
+                        score_config=configs[2])
+    msgs = [WindowEntry(e) for e in entries] + [seal, WindowClose(w, ("sa",), {}, True, None)]
+    rng = random.Random(3)
+    for _ in range(4):
+        rng.shuffle(msgs)
+        logic = WindowLogic(s, None, {"rolling": "dt:rolling"}, configs, recovery=True)
+        drafts = []
+        chunks_seen = 0
+        for i, m in enumerate(msgs):
+            drafts.extend(logic.on_item(m)[0])
+            if i < len(msgs) - 1 and rng.random() < 0.4:  # an epoch ends: snapshot, crash, resume
+                snap = logic.snapshot()
+                fields = restore("digest_window", snap)
+                assert fields["state"].entries == {}  # the entries travel only as chunks
+                assert fields["entry_chunks"][:chunks_seen] == logic.chunks[:chunks_seen]
+                assert len(fields["entry_chunks"]) - chunks_seen <= 1  # at most one new chunk
+                chunks_seen = len(fields["entry_chunks"])
+                logic = WindowLogic(s, snap, {"rolling": "dt:rolling"}, configs, recovery=True)
+        ((_, d),) = drafts
+        assert orjson.dumps(d.draft.digest) == orjson.dumps(want.digest)
+    # a snapshot written before the chunks: the entries in the state
+    old = WindowLogic(s, None, {"rolling": "dt:rolling"}, configs)
+    for e in entries[:20]:
+        old.on_item(WindowEntry(e))
+    legacy = make_snapshot("digest_window", {"state": old.st}, freeze=True)
+    logic = WindowLogic(s, legacy, {"rolling": "dt:rolling"}, configs, recovery=True)
+    logic = WindowLogic(s, logic.snapshot(), {"rolling": "dt:rolling"}, configs, recovery=True)
+    rest = [WindowEntry(e) for e in entries[20:]] + [seal, WindowClose(w, ("sa",), {}, True, None)]
+    out = [x for m in rest for x in logic.on_item(m)[0]]
+    ((_, d),) = out
+    assert orjson.dumps(d.draft.digest) == orjson.dumps(want.digest)
+
+
 def test_a_skipped_window_ends_once_its_seals_are_in_without_a_draft() -> None:
     s = Settings()
     w = DigestWindow("rolling", START, START + HOUR_MS)

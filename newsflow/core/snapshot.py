@@ -71,7 +71,14 @@ def make_snapshot(step: str, fields: dict[str, Any], *, freeze: bool) -> Snapsho
     snap = {"format": FORMAT, "step": step, "version": VERSION, "state": fields}
     if not freeze:
         return snap
-    return _codec()[0].compress(pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL))
+    return frozen(snap)
+
+
+def frozen(obj: Any) -> bytes:
+    """``obj`` pickled and compressed, as a frozen snapshot is (:func:`thaw` reads it): also a
+    part of a state that does not change once written (a digest window's entries of an epoch),
+    frozen once and carried by every later snapshot as bytes."""
+    return _codec()[0].compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def thaw(blob: bytes | bytearray) -> Any:

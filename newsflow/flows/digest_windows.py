@@ -38,7 +38,7 @@ category, and its feeder (the same key). ``digests.per_window = false``: one key
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -48,7 +48,7 @@ from newsflow.core.alignment import slowest_watermark
 from newsflow.core.exactbytes import exact_size
 from newsflow.core.pickling import Shared
 from newsflow.core.placement import placed_key
-from newsflow.core.snapshot import Snapshot, make_snapshot, restore
+from newsflow.core.snapshot import Snapshot, frozen, make_snapshot, restore, thaw
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms
 from newsflow.digest.assemble import DigestDraft, apply_trends, draft_digest, next_memory
 from newsflow.digest.coverage import StoryCoverage
@@ -508,6 +508,17 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
         self.schedule, self.config, self.score_config = configs
         st = restore(STEP_WINDOW, resume) if resume is not None else {}
         self.st: _WindowState = st.get("state") or _WindowState()
+        #: with recovery, the entries as snapshots carry them: each epoch's arrivals frozen once
+        #: (a weekly window of 50k entries was pickled and compressed whole every epoch: 0.5 s),
+        #: and the arrivals since the last snapshot
+        self.chunks: list[bytes] = st.get("entry_chunks", [])
+        self.fresh: list[JsonRecord] = []
+        if self.chunks:
+            for chunk in self.chunks:
+                for e in thaw(chunk):
+                    self.st.entries.setdefault(e["article_id"], []).append(e)
+        elif self.st.entries and recovery:  # a snapshot of before the chunks: its entries in one
+            self.chunks = [frozen([e for got in self.st.entries.values() for e in got])]
 
     def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
         st = self.st
@@ -517,6 +528,8 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
             aid = value.entry["article_id"]
             got = st.entries.setdefault(aid, [])
             got.append(value.entry)
+            if self.recovery:
+                self.fresh.append(value.entry)
             if len(got) <= st.need.get(aid, 0):
                 st.missing -= 1
         elif isinstance(value, WindowSeal):
@@ -581,7 +594,13 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
         return self.tkeys[c.window.digest_type], WindowDraft(c.window, final, d, rel, pc.at if pc else None)
 
     def snapshot(self) -> Snapshot:
-        return make_snapshot(STEP_WINDOW, {"state": self.st}, freeze=self.recovery)
+        if not self.recovery:
+            return make_snapshot(STEP_WINDOW, {"state": self.st}, freeze=False)
+        if self.fresh:
+            self.chunks.append(frozen(self.fresh))
+            self.fresh = []
+        return make_snapshot(STEP_WINDOW, {"state": replace(self.st, entries={}), "entry_chunks": self.chunks},
+                             freeze=True)
 
 
 class TrendLogic(StatefulLogic[Any, Output, Snapshot]):
