@@ -204,3 +204,29 @@ def test_shard_keys_guids_and_urls_by_digest_and_resumes_string_keyed_snapshots(
     copy_other_guid = art("f2", "other-guid", url, t=T0 + HOUR_MS)
     refetch = _refetch(a, T0 + 2 * HOUR_MS)
     assert [resumed.process(x) for x in (copy_other_guid, refetch)] == [s.process(x) for x in (copy_other_guid, refetch)]
+
+
+def test_shard_entries_pickle_as_field_tuples_sharing_their_clusters() -> None:
+    """Recovery pickles every shard each epoch: its entries and clusters go as their field
+    values (``fast_pickle``, not the dataclass's per-object field lookup); an entry and the URL
+    table still share one cluster after a round trip, and the resumed shard decides alike."""
+    import pickle
+
+    from newsflow.dedup.exact import Cluster, GuidEntry
+
+    s = DedupShard(72 * HOUR_MS)
+    for i in range(20):
+        s.process(art(f"f{i % 3}", f"g{i}", f"https://a.com/{i % 12}", title=f"T{i}", body=f"body {i}",
+                      t=T0 + i * 60_000))
+    g = s.by_guid[state_key("g1")]
+    assert GuidEntry.__reduce__(g)[0] is GuidEntry and Cluster.__reduce__(g.cluster)[0] is Cluster
+    back = pickle.loads(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
+    for k, e in s.by_guid.items():
+        b = back.by_guid[k]
+        assert b == e
+        url_keys = [u for u, c in s.by_url.items() if c is e.cluster]
+        assert all(back.by_url[u] is b.cluster for u in url_keys)
+    later = [art("f9", "g1", "https://a.com/1", title="T1", body="body 1", t=T0 + HOUR_MS),
+             art("f1", "g5", "https://a.com/5", title="T5 new", body="body 5 edited", t=T0 + HOUR_MS),
+             art("f2", "g99", "https://a.com/3", t=T0 + HOUR_MS)]
+    assert [back.process(a) for a in later] == [s.process(a) for a in later]

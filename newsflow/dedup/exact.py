@@ -31,7 +31,7 @@ import orjson
 import xxhash
 
 from newsflow.core.hashing import shard_of, stable_id
-from newsflow.core.pickling import set_slots
+from newsflow.core.pickling import fast_pickle, set_slots
 from newsflow.feeds.urls import canonicalize_url, registrable_domain
 from newsflow.model.records import Article, DedupInfo, Sighting
 
@@ -61,6 +61,7 @@ def dedup_shard_key(article: Article, shards: int) -> str:
     return f"dd{shard_of(dom, shards):03d}"
 
 
+@fast_pickle
 @dataclass(slots=True)
 class Cluster:
     """A group of exact copies (layers 1–2): what the decisions read of its stored version
@@ -107,6 +108,7 @@ def article_fps(a: Article) -> bytes:
                 [m.url for m in a.media])
 
 
+@fast_pickle
 @dataclass(slots=True)
 class GuidEntry:
     article_id: str

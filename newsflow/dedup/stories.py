@@ -879,6 +879,7 @@ def story_id_for(first_article_id: str) -> str:
 MAX_NAMES = 256
 
 
+@fast_pickle
 @dataclass(slots=True)
 class StoryState:
     """Keyed state of one story (key: ``story_id``)."""

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from newsflow.core.exactbytes import exact_size
+from newsflow.core.pickling import fast_pickle
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
 from newsflow.scoring.importance import story_phase
@@ -50,6 +51,7 @@ def publisher_family(publisher: str | None, url: str | None, table: SourceTiers 
     return (BUILTIN_TIERS if table is None else table).family(publisher, url)
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class StoryLead:
     """The story's lead article: the member with the highest importance (ties: the earlier)."""
@@ -82,6 +84,7 @@ class StoryView:
     merged_into: str | None = None  # set on the last record of a story merged into another
 
 
+@fast_pickle
 @dataclass(slots=True)
 class _Story:
     first_ms: int
