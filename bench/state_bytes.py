@@ -22,7 +22,9 @@ whole week.
 ``--epoch-seconds``) and keeps, at every epoch, the sum of the latest snapshot of every live
 key (a key that ends drops out): the largest sum, per step, dated by the article records
 emitted by then. The store read at the end misses the per-window digest keys, which end with
-their windows (at the end of a replay, all of them).
+their windows (at the end of a replay, all of them). It also prints the wall seconds the
+steps spent in ``snapshot()`` over the replay, per step: what recovery costs a run besides
+writing the store.
 
 Bytes are what the store keeps: each snapshot is a pickle compressed with zstd
 (``newsflow.core.snapshot``); ``pickled_bytes`` are the same snapshots before compression (the
@@ -39,6 +41,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import orjson
@@ -125,6 +128,7 @@ def peak(archive: str, out: Path, rec: Path, epoch_s: float) -> dict[str, object
     sizes: dict[int, tuple[str, int, int]] = {}
     best: dict[str, object] = {"bytes": -1}
     calls = [0]
+    spent: collections.Counter[str] = collections.Counter()  # seconds in snapshot(), per step
     a0 = metrics.total(metrics.ARTICLES)
 
     def label(logic: isolation.Isolated) -> str:
@@ -147,7 +151,9 @@ def peak(archive: str, out: Path, rec: Path, epoch_s: float) -> dict[str, object
                          "articles_emitted": int(metrics.total(metrics.ARTICLES) - a0)})
 
     def snapshot(self: isolation.Isolated) -> object:
+        t0 = time.perf_counter()
         s = orig_snap(self)
+        spent[label(self)] += time.perf_counter() - t0
         n = len(s) if isinstance(s, bytes | bytearray) else len(pickle.dumps(s))
         sizes[id(self)] = (label(self), n, pickled_size(s) if isinstance(s, bytes | bytearray) else n)
         calls[0] += 1
@@ -169,6 +175,9 @@ def peak(archive: str, out: Path, rec: Path, epoch_s: float) -> dict[str, object
         isolation.Isolated.snapshot, isolation.Isolated.on_item, isolation.Isolated.on_eof = (
             orig_snap, orig_item, orig_eof)
     sample()
+    best["snapshot_seconds"] = {k: round(v, 2) for k, v in spent.most_common()}
+    best["snapshot_seconds_total"] = round(sum(spent.values()), 2)
+    best["snapshots"] = calls[0]
     return best
 
 
@@ -204,7 +213,9 @@ def main() -> None:
                             "at_about": ms_to_iso(at), "articles_in_longest_window": live,
                             "bytes_per_article": round(int(best["bytes"]) / max(live, 1)),  # type: ignore[call-overload]
                             "pickled_bytes": best["pickled_bytes"], "pickled_by_step": best["pickled_by_step"],
-                            "pickled_bytes_per_article": round(int(best["pickled_bytes"]) / max(live, 1))},  # type: ignore[call-overload]
+                            "pickled_bytes_per_article": round(int(best["pickled_bytes"]) / max(live, 1)),  # type: ignore[call-overload]
+                            "snapshots": best["snapshots"], "snapshot_seconds_total": best["snapshot_seconds_total"],
+                            "snapshot_seconds": best["snapshot_seconds"]},
                            option=orjson.OPT_INDENT_2).decode())
         return
     subprocess.run([sys.executable, "-m", "newsflow.cli.main", "demo", "--input", archive, "--out", str(out),
