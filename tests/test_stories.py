@@ -293,6 +293,43 @@ def test_pickled_assigner_resumes_identically() -> None:
     assert first + rest_a == whole
 
 
+def test_assigner_pickles_its_article_features_as_columns_and_reads_older_layouts() -> None:
+    """The window's features go as one list per field (not one object each); they come back
+    in the dict's order, equal; a pickle of before (the dict itself) and one whose features
+    lack a field added since (the constructor's default) load too, and every copy assigns the
+    rest of the input alike."""
+    import dataclasses
+
+    from newsflow.dedup.stories import StoryFeatures
+
+    feats = featurize_batch(UCI_LIKE, TUNED)
+    half = len(feats) // 2
+    sa = StoryAssigner(TUNED)
+    for f in feats[:half]:
+        sa.assign(f)
+    state = sa.__getstate__()
+    assert "articles" not in state and len(state["articles_columns"][0]) == len(sa.articles) > 0
+    back = pickle.loads(pickle.dumps(sa))
+    assert list(back.articles.items()) == list(sa.articles.items())
+    frozen = pickle.dumps((state, dict(sa.articles)))  # (copies: sa goes on below)
+    st, arts = pickle.loads(frozen)
+    del st["articles_columns"]
+    legacy = StoryAssigner.__new__(StoryAssigner)
+    legacy.__setstate__({**st, "articles": arts})
+    st, _ = pickle.loads(frozen)
+    keys, names, cols = st["articles_columns"]
+    i = names.index("name_words")  # as if name_words had been added after the snapshot
+    older = StoryAssigner.__new__(StoryAssigner)
+    older.__setstate__({**st, "articles_columns": (keys, names[:i] + names[i + 1:], cols[:i] + cols[i + 1:])})
+    default = next(f.default for f in dataclasses.fields(StoryFeatures) if f.name == "name_words")
+    assert all(f.name_words == default for f in older.articles.values())
+    assert list(older.articles) == list(sa.articles)
+    rest = [sa.assign(f) for f in feats[half:]]
+    for copy in (back, legacy, older):
+        copy = pickle.loads(pickle.dumps(copy))
+        assert [copy.assign(f) for f in feats[half:]] == rest
+
+
 def test_band_index_one_entry_buckets_read_like_lists() -> None:
     """A bucket holding one entry is stored as the entry itself; lookups (with and without the
     window cut), the unique flag, the cap, counts, expiry and snapshots read it as a list of one."""
