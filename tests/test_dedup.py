@@ -206,10 +206,11 @@ def test_shard_keys_guids_and_urls_by_digest_and_resumes_string_keyed_snapshots(
     assert [resumed.process(x) for x in (copy_other_guid, refetch)] == [s.process(x) for x in (copy_other_guid, refetch)]
 
 
-def test_shard_entries_pickle_as_field_tuples_sharing_their_clusters() -> None:
-    """Recovery pickles every shard each epoch: its entries and clusters go as their field
-    values (``fast_pickle``, not the dataclass's per-object field lookup); an entry and the URL
-    table still share one cluster after a round trip, and the resumed shard decides alike."""
+def test_shard_entries_pickle_as_columns_sharing_their_clusters() -> None:
+    """Recovery pickles every shard each epoch: its GUID entries go as columns (one list per
+    field), its clusters as field tuples (``fast_pickle``); an entry and the URL table still
+    share one cluster after a round trip, a snapshot of before (entries as objects) loads, and
+    the resumed shards decide alike."""
     import pickle
 
     from newsflow.dedup.exact import Cluster, GuidEntry
@@ -220,7 +221,13 @@ def test_shard_entries_pickle_as_field_tuples_sharing_their_clusters() -> None:
                       t=T0 + i * 60_000))
     g = s.by_guid[state_key("g1")]
     assert GuidEntry.__reduce__(g)[0] is GuidEntry and Cluster.__reduce__(g.cluster)[0] is Cluster
+    _, slots = s.__getstate__()  # the entries as columns, in the table's order
+    assert "by_guid" not in slots and slots["by_guid_columns"][0] == list(s.by_guid)
     back = pickle.loads(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
+    assert list(back.by_guid) == list(s.by_guid) and list(back.by_url) == list(s.by_url)
+    legacy = DedupShard.__new__(DedupShard)  # a snapshot of before: the entries as objects
+    legacy.__setstate__(pickle.loads(pickle.dumps((None, {k: getattr(s, k) for k in DedupShard.__slots__}))))
+    assert legacy.by_guid == s.by_guid
     for k, e in s.by_guid.items():
         b = back.by_guid[k]
         assert b == e
@@ -229,4 +236,5 @@ def test_shard_entries_pickle_as_field_tuples_sharing_their_clusters() -> None:
     later = [art("f9", "g1", "https://a.com/1", title="T1", body="body 1", t=T0 + HOUR_MS),
              art("f1", "g5", "https://a.com/5", title="T5 new", body="body 5 edited", t=T0 + HOUR_MS),
              art("f2", "g99", "https://a.com/3", t=T0 + HOUR_MS)]
-    assert [back.process(a) for a in later] == [s.process(a) for a in later]
+    want = [s.process(a) for a in later]
+    assert [back.process(a) for a in later] == want and [legacy.process(a) for a in later] == want

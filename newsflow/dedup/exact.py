@@ -22,9 +22,10 @@ story layer turned it into a fake ``revision`` that overwrote the original recor
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import orjson
@@ -136,6 +137,11 @@ class GuidEntry:
         set_slots(self, (None, slots))
 
 
+#: :class:`GuidEntry` field names, and a getter per field (a shard pickles its entries as columns)
+_ENTRY_FIELDS = tuple(f.name for f in fields(GuidEntry))
+_ENTRY_GETTERS = tuple(operator.attrgetter(n) for n in _ENTRY_FIELDS)
+
+
 def changed_fields(old: GuidEntry, a: Article | bytes) -> tuple[str, ...]:
     """Which fields a revision changed, in schema order (``a``: the article or its
     :func:`article_fps`)."""
@@ -159,9 +165,32 @@ class DedupShard:
     last_sweep: int = 0
     counters: Counter[str] = field(default_factory=Counter)
 
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        """The slots, with the GUID entries as columns (one list per field, in the table's
+        order): every shard is pickled each epoch with recovery on, and one object at a time
+        its entries took most of it. Clusters stay objects (entries and the URL table share
+        them; pickle keeps one of each)."""
+        slots = {k: getattr(self, k) for k in DedupShard.__slots__}
+        table = slots.pop("by_guid")
+        vals = list(table.values())
+        slots["by_guid_columns"] = (list(table), _ENTRY_FIELDS, [list(map(g, vals)) for g in _ENTRY_GETTERS])
+        return None, slots
+
     def __setstate__(self, state: Any) -> None:
-        """Snapshots of before keyed the entries by the GUID and URL strings: re-keyed here."""
-        set_slots(self, state)
+        """Snapshots of before kept the entries as objects, and before that keyed them by the
+        GUID and URL strings: read and re-keyed here."""
+        slots = dict(state[1] if isinstance(state, tuple) else state)
+        cols = slots.pop("by_guid_columns", None)
+        if cols is not None:
+            keys, names, columns = cols
+            if tuple(names) == _ENTRY_FIELDS:
+                entries: Iterable[GuidEntry] = map(GuidEntry, *columns)
+            else:  # fields added or dropped since: by name, the constructor's defaults for the rest
+                known = set(_ENTRY_FIELDS)
+                entries = (GuidEntry(**{n: v for n, v in zip(names, row, strict=True) if n in known})
+                           for row in zip(*columns, strict=True))
+            slots["by_guid"] = dict(zip(keys, entries, strict=True))
+        set_slots(self, (None, slots))
         for name in ("by_guid", "by_url"):
             d = getattr(self, name)
             if isinstance(next(iter(d), None), str):  # (a table's keys are all of one kind)
