@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from newsflow.core.hashing import fingerprint
@@ -104,6 +104,48 @@ def _slot_init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callabl
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
     return init
+
+
+#: per dataclass: its field names and a getter per field (:func:`to_columns`)
+_COLUMNS: dict[type, tuple[tuple[str, ...], tuple[Callable[[Any], Any], ...]]] = {}
+
+
+def _columns_of(cls: type) -> tuple[tuple[str, ...], tuple[Callable[[Any], Any], ...]]:
+    got = _COLUMNS.get(cls)
+    if got is None:
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        got = _COLUMNS[cls] = (names, tuple(operator.attrgetter(n) for n in names))
+    return got
+
+
+def to_columns(table: dict[Any, Any], cls: type) -> tuple[list[Any], tuple[str, ...], list[list[Any]]]:
+    """A dict of ``cls`` dataclass objects as ``(keys, field names, one list per field)``, in
+    the dict's order: a state pickled every epoch (recovery) pickles thousands of such objects
+    about twice as fast as columns than one object at a time. :func:`from_columns` reads it.
+
+    >>> from newsflow.model.records import Sighting
+    >>> cols = to_columns({"k": Sighting("f", "P", "u", "t", "a")}, Sighting)
+    >>> cols[1], from_columns(cols, Sighting)["k"].publisher
+    (('feed_id', 'publisher', 'url', 'fetched_at', 'article_id'), 'P')
+    """
+    names, getters = _columns_of(cls)
+    vals = list(table.values())
+    return list(table), names, [list(map(g, vals)) for g in getters]
+
+
+def from_columns(cols: tuple[list[Any], Sequence[str], list[list[Any]]], cls: type[T]) -> dict[Any, T]:
+    """The dict :func:`to_columns` wrote, in its order. Columns of fields the class no longer
+    has are dropped; fields it has gained since get their defaults (by name)."""
+    keys, names, columns = cols
+    objs: Iterable[T]
+    known = _columns_of(cls)[0]
+    if tuple(names) == known:
+        objs = map(cls, *columns)
+    else:
+        have = set(known)
+        objs = (cls(**{n: v for n, v in zip(names, row, strict=True) if n in have})
+                for row in zip(*columns, strict=True))
+    return dict(zip(keys, objs, strict=True))
 
 
 def set_slots(obj: Any, state: Any) -> None:

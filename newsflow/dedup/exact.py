@@ -22,17 +22,16 @@ story layer turned it into a fake ``revision`` that overwrote the original recor
 
 from __future__ import annotations
 
-import operator
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import xxhash
 
 from newsflow.core.hashing import shard_of, stable_id
-from newsflow.core.pickling import fast_pickle, set_slots
+from newsflow.core.pickling import fast_pickle, from_columns, set_slots, to_columns
 from newsflow.feeds.urls import canonicalize_url, registrable_domain
 from newsflow.model.records import Article, DedupInfo, Sighting
 
@@ -137,11 +136,6 @@ class GuidEntry:
         set_slots(self, (None, slots))
 
 
-#: :class:`GuidEntry` field names, and a getter per field (a shard pickles its entries as columns)
-_ENTRY_FIELDS = tuple(f.name for f in fields(GuidEntry))
-_ENTRY_GETTERS = tuple(operator.attrgetter(n) for n in _ENTRY_FIELDS)
-
-
 def changed_fields(old: GuidEntry, a: Article | bytes) -> tuple[str, ...]:
     """Which fields a revision changed, in schema order (``a``: the article or its
     :func:`article_fps`)."""
@@ -171,9 +165,7 @@ class DedupShard:
         its entries took most of it. Clusters stay objects (entries and the URL table share
         them; pickle keeps one of each)."""
         slots = {k: getattr(self, k) for k in DedupShard.__slots__}
-        table = slots.pop("by_guid")
-        vals = list(table.values())
-        slots["by_guid_columns"] = (list(table), _ENTRY_FIELDS, [list(map(g, vals)) for g in _ENTRY_GETTERS])
+        slots["by_guid_columns"] = to_columns(slots.pop("by_guid"), GuidEntry)
         return None, slots
 
     def __setstate__(self, state: Any) -> None:
@@ -182,14 +174,7 @@ class DedupShard:
         slots = dict(state[1] if isinstance(state, tuple) else state)
         cols = slots.pop("by_guid_columns", None)
         if cols is not None:
-            keys, names, columns = cols
-            if tuple(names) == _ENTRY_FIELDS:
-                entries: Iterable[GuidEntry] = map(GuidEntry, *columns)
-            else:  # fields added or dropped since: by name, the constructor's defaults for the rest
-                known = set(_ENTRY_FIELDS)
-                entries = (GuidEntry(**{n: v for n, v in zip(names, row, strict=True) if n in known})
-                           for row in zip(*columns, strict=True))
-            slots["by_guid"] = dict(zip(keys, entries, strict=True))
+            slots["by_guid"] = from_columns(cols, GuidEntry)
         set_slots(self, (None, slots))
         for name in ("by_guid", "by_url"):
             d = getattr(self, name)

@@ -24,12 +24,11 @@ event time of its slab. Hashes are stable (xxh3/sha1), never Python's ``hash()``
 from __future__ import annotations
 
 import math
-import operator
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import pairwise, repeat
 from operator import mul
@@ -38,7 +37,7 @@ from typing import Any, NamedTuple, Protocol
 import xxhash
 
 from newsflow.core.hashing import shard_of, stable_id
-from newsflow.core.pickling import fast_pickle, set_slots
+from newsflow.core.pickling import fast_pickle, from_columns, set_slots, to_columns
 from newsflow.dedup.similarity import (
     compress_signature,
     first_sentences,
@@ -1415,12 +1414,6 @@ def _term_key(term: str) -> int:
     return xxhash.xxh3_64_intdigest(b"w\x00" + term.encode("utf-8", "surrogatepass"))
 
 
-#: :class:`StoryFeatures` field names, and a getter per field (the assigner pickles its
-#: window's features as columns)
-_FEATURE_FIELDS = tuple(f.name for f in fields(StoryFeatures))
-_FEATURE_GETTERS = tuple(operator.attrgetter(n) for n in _FEATURE_FIELDS)
-
-
 class StoryAssigner:
     """Layers 3-5 + story ids in one process, its state split the way a dataflow keys it.
 
@@ -1466,9 +1459,7 @@ class StoryAssigner:
         features pickled one object at a time took 20 of its ~45 ms at the end of 100k UCI
         rows (as columns: ~11)."""
         state = dict(self.__dict__)
-        arts = state.pop("articles")
-        vals = list(arts.values())
-        state["articles_columns"] = (list(arts), _FEATURE_FIELDS, [list(map(g, vals)) for g in _FEATURE_GETTERS])
+        state["articles_columns"] = to_columns(state.pop("articles"), StoryFeatures)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -1476,15 +1467,7 @@ class StoryAssigner:
         cols = state.pop("articles_columns", None)
         self.__dict__.update(state)
         if cols is not None:  # (a snapshot of before the columns keeps the dict itself)
-            keys, names, columns = cols
-            feats: Iterable[StoryFeatures]
-            if tuple(names) == _FEATURE_FIELDS:
-                feats = map(StoryFeatures, *columns)
-            else:  # fields added or dropped since: by name, the constructor's defaults for the rest
-                known = set(_FEATURE_FIELDS)
-                feats = (StoryFeatures(**{n: v for n, v in zip(names, row, strict=True) if n in known})
-                         for row in zip(*columns, strict=True))
-            self.articles = dict(zip(keys, feats, strict=True))
+            self.articles = from_columns(cols, StoryFeatures)
 
     # -- event time
     def advance(self, now_ms: int) -> None:
