@@ -102,12 +102,18 @@ def test_a_window_drafts_the_same_digest_whatever_order_its_messages_come_in() -
         assert d.draft.candidates == want.candidates
 
 
-def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest() -> None:
-    """With recovery, a window key's snapshot carries its entries as frozen chunks, one per
-    epoch that brought some (frozen once, then carried as bytes), not re-pickled whole: a key
-    resumed from a snapshot taken after any message (and from a snapshot of before the
-    chunks, whose entries sit in the state) drafts the digest of an uninterrupted key."""
+@pytest.mark.parametrize("chunk", [4, 512])
+def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest(
+        chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With recovery, a window key's snapshot carries its entries as frozen chunks (frozen
+    once full, then carried as bytes), not re-pickled whole: an epoch's arrivals join the last
+    chunk until it holds ``CHUNK_ENTRIES``, then start a new one. A key resumed from a
+    snapshot taken after any message (and from a snapshot of before the chunks, whose entries
+    sit in the state) drafts the digest of an uninterrupted key."""
     from newsflow.core.snapshot import make_snapshot, restore
+    from newsflow.flows import digest_windows
+
+    monkeypatch.setattr(digest_windows, "CHUNK_ENTRIES", chunk)
 
     s = Settings()
     w = DigestWindow("rolling", START, START + HOUR_MS)
@@ -126,19 +132,22 @@ def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest
         rng.shuffle(msgs)
         logic = WindowLogic(s, None, {"rolling": "dt:rolling"}, configs, recovery=True)
         drafts = []
-        chunks_seen = 0
+        before: list[bytes] = []
         for i, m in enumerate(msgs):
             drafts.extend(logic.on_item(m)[0])
             if i < len(msgs) - 1 and rng.random() < 0.4:  # an epoch ends: snapshot, crash, resume
                 snap = logic.snapshot()
                 fields = restore("digest_window", snap)
                 assert fields["state"].entries == {}  # the entries travel only as chunks
-                assert fields["entry_chunks"][:chunks_seen] == logic.chunks[:chunks_seen]
-                assert len(fields["entry_chunks"]) - chunks_seen <= 1  # at most one new chunk
-                chunks_seen = len(fields["entry_chunks"])
+                got = fields["entry_chunks"]
+                assert got[:len(before) - 1] == before[:-1]  # all but the last chunk as they were
+                assert len(got) - len(before) <= 1  # at most one new chunk
+                assert all(len(c) >= chunk for c in logic.chunk_entries[:-1])
+                before = list(got)
                 logic = WindowLogic(s, snap, {"rolling": "dt:rolling"}, configs, recovery=True)
         ((_, d),) = drafts
         assert orjson.dumps(d.draft.digest) == orjson.dumps(want.digest)
+        assert len(before) <= len(entries) // chunk + 1
     # a snapshot written before the chunks: the entries in the state
     old = WindowLogic(s, None, {"rolling": "dt:rolling"}, configs)
     for e in entries[:20]:

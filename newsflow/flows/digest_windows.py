@@ -495,6 +495,11 @@ class _WindowState:
     due: set[str] = field(default_factory=set)
 
 
+#: a window key's snapshots freeze its entries in chunks of at least this many (see
+#: ``WindowLogic.snapshot``): ~0.5 MB pickled, a few ms to re-freeze with a live epoch's entries
+CHUNK_ENTRIES = 512
+
+
 class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
     """One window's key: the story shards' entries and seals, the clock's close; the draft once
     it has them all (then each profile's, as their weights come), then the key ends."""
@@ -508,17 +513,22 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
         self.schedule, self.config, self.score_config = configs
         st = restore(STEP_WINDOW, resume) if resume is not None else {}
         self.st: _WindowState = st.get("state") or _WindowState()
-        #: with recovery, the entries as snapshots carry them: each epoch's arrivals frozen once
-        #: (a weekly window of 50k entries was pickled and compressed whole every epoch: 0.5 s),
-        #: and the arrivals since the last snapshot
+        #: with recovery, the entries as snapshots carry them: frozen (pickled + zstd) in chunks
+        #: of at least CHUNK_ENTRIES, each frozen once it is full (a weekly window of 50k
+        #: entries was pickled and compressed whole every epoch: 0.5 s); the entries of each
+        #: chunk (the same dicts), and the arrivals since the last snapshot
         self.chunks: list[bytes] = st.get("entry_chunks", [])
+        self.chunk_entries: list[list[JsonRecord]] = []
         self.fresh: list[JsonRecord] = []
         if self.chunks:
             for chunk in self.chunks:
-                for e in thaw(chunk):
+                got = thaw(chunk)
+                self.chunk_entries.append(got)
+                for e in got:
                     self.st.entries.setdefault(e["article_id"], []).append(e)
         elif self.st.entries and recovery:  # a snapshot of before the chunks: its entries in one
-            self.chunks = [frozen([e for got in self.st.entries.values() for e in got])]
+            self.chunk_entries = [[e for got in self.st.entries.values() for e in got]]
+            self.chunks = [frozen(self.chunk_entries[0])]
 
     def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
         st = self.st
@@ -597,7 +607,15 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
         if not self.recovery:
             return make_snapshot(STEP_WINDOW, {"state": self.st}, freeze=False)
         if self.fresh:
-            self.chunks.append(frozen(self.fresh))
+            # a live epoch brings an entry or two: they join the last chunk until it holds
+            # CHUNK_ENTRIES (re-frozen with them), so chunks stay few and compress as well as
+            # a whole window does; a replay's epoch brings thousands, one chunk of their own
+            if self.chunk_entries and len(self.chunk_entries[-1]) < CHUNK_ENTRIES:
+                self.chunk_entries[-1] = self.chunk_entries[-1] + self.fresh
+                self.chunks[-1] = frozen(self.chunk_entries[-1])
+            else:
+                self.chunk_entries.append(self.fresh)
+                self.chunks.append(frozen(self.fresh))
             self.fresh = []
         return make_snapshot(STEP_WINDOW, {"state": replace(self.st, entries={}), "entry_chunks": self.chunks},
                              freeze=True)
