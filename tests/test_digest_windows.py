@@ -302,3 +302,20 @@ def test_the_clock_holds_a_profiles_weights_only_while_a_window_waits_for_them()
     (pc,) = [m for _, m in out if isinstance(m, ProfileClose)]
     assert pc.window.digest_type == "evening_recap" and pc.window.end_ms == evening and pc.at == at[evening]
     assert clock.profile_at["p"] == {}
+
+
+def test_feeder_slims_pickle_as_field_tuples_and_read_older_pickles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every feeder is pickled each epoch with recovery on, thousands of slim entries each:
+    they go as field tuples (``fast_pickle``), and a pickle of before (slot dicts) still loads."""
+    import pickle
+
+    from newsflow.flows.digest_windows import _Slim
+
+    s = _Slim("a1", "s1", "f1", START, False)
+    assert _Slim.__reduce__(s)[0] is _Slim
+    assert pickle.loads(pickle.dumps([s, s])) == [s, s]
+    with monkeypatch.context() as m:  # pickled as before: pickle's default for a slotted class
+        m.setattr(_Slim, "__reduce__", object.__reduce__)
+        before = pickle.dumps([s], protocol=pickle.HIGHEST_PROTOCOL)
+    assert len(before) > len(pickle.dumps([s], protocol=pickle.HIGHEST_PROTOCOL))
+    assert pickle.loads(before) == [s]

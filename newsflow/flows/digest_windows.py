@@ -46,7 +46,7 @@ from bytewax.operators import StatefulLogic
 
 from newsflow.core.alignment import slowest_watermark
 from newsflow.core.exactbytes import exact_size
-from newsflow.core.pickling import Shared
+from newsflow.core.pickling import Shared, fast_pickle
 from newsflow.core.placement import placed_key
 from newsflow.core.snapshot import Snapshot, frozen, make_snapshot, restore, thaw
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms
@@ -179,6 +179,7 @@ def trend_key(dtype: str, slot: int) -> str:
     return placed_key(f"dt:{dtype}", slot)
 
 
+@fast_pickle  # (recovery pickles every feeder each epoch: thousands of these; 2.5x faster)
 @dataclass(slots=True)
 class _Slim:
     article_id: str
