@@ -76,8 +76,8 @@ def make_snapshot(step: str, fields: dict[str, Any], *, freeze: bool) -> Snapsho
 
 def frozen(obj: Any) -> bytes:
     """``obj`` pickled and compressed, as a frozen snapshot is (:func:`thaw` reads it): also a
-    part of a state that does not change once written (a digest window's entries of an epoch),
-    frozen once and carried by every later snapshot as bytes."""
+    part of a state that does not change once written (a full chunk of a digest window's
+    entries), frozen once and carried by every later snapshot as bytes."""
     return _codec()[0].compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
