@@ -34,7 +34,10 @@ FORMAT = "newsflow-state"
 #: 5: digests per window (``newsflow.flows.digest_windows``): a store of an earlier version
 #: keeps the digests' state under the per-type steps, which the per-window steps do not read
 #: (the story step refuses it when the digests are per window: :data:`PER_WINDOW_VERSION`)
-VERSION = 5
+#: 6: the story shard's article features and the dedup shards' GUID entries as columns, a
+#: digest window's entries as frozen chunks (``entry_chunks``): a release of version 5 would
+#: read them as empty, so it refuses them; this one reads 5 (and 3)
+VERSION = 6
 #: the oldest version this release resumes from (the objects of version 3 convert themselves
 #: on load: their ``__setstate__`` reads the layout of before)
 MIN_VERSION = 3
