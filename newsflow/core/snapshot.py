@@ -36,7 +36,8 @@ FORMAT = "newsflow-state"
 #: (the story step refuses it when the digests are per window: :data:`PER_WINDOW_VERSION`)
 #: 6: the story shard's article features and the dedup shards' GUID entries as columns, a
 #: digest window's entries as frozen chunks (``entry_chunks``): a release of version 5 would
-#: read them as empty, so it refuses them; this one reads 5 (and 3)
+#: read a window's entries as empty and miss the shards' tables, so it refuses them; this one
+#: reads 5 (and 3)
 VERSION = 6
 #: the oldest version this release resumes from (the objects of version 3 convert themselves
 #: on load: their ``__setstate__`` reads the layout of before)
