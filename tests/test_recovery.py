@@ -121,3 +121,52 @@ def test_bytewax_launcher_with_a_recovery_directory_freezes_snapshots_and_resume
     assert b"bad_envelope" not in (tmp_path / "out" / "deadletter.jsonl").read_bytes()
     assert articles(tmp_path / "out" / "articles.jsonl") == expected
     _same_digests_and_stories(tmp_path, tmp_path / "out")
+
+
+def test_two_machines_with_their_own_recovery_directories_resume(tmp_path: Path) -> None:
+    """The README's several machines with recovery, on one host: the partitions are created once
+    (``python -m bytewax.recovery DIR 2``) and each machine gets one of them in its own
+    directory (``bytewax.run -i N -a ... -r DIR_N``); a rerun of both on the grown archive
+    resumes from them: the articles, digests and stories of one uninterrupted run, none re-read."""
+    import shutil
+    import socket
+
+    payloads, archive, expected = _one_run(tmp_path)
+    made = tmp_path / "made"
+    made.mkdir()
+    subprocess.run([sys.executable, "-m", "bytewax.recovery", str(made), "2"], check=True)
+    parts = sorted(made.glob("part-*.sqlite3"))
+    assert len(parts) == 2
+    dirs = [tmp_path / "machine0", tmp_path / "machine1"]
+    for d, part in zip(dirs, parts, strict=True):
+        d.mkdir()
+        shutil.move(str(part), d / part.name)
+    env = {**os.environ, "NEWSFLOW_INPUT": str(archive), "NEWSFLOW_OUT": str(tmp_path / "out")}
+    root = Path(__file__).resolve().parents[1]
+
+    def run_both() -> None:
+        ports = []
+        for _ in range(2):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                ports.append(s.getsockname()[1])
+        addresses = ";".join(f"127.0.0.1:{p}" for p in ports)
+        procs = [subprocess.Popen([sys.executable, "-m", "bytewax.run", "flows.entry:file_flow", "-i", str(i),
+                                   "-a", addresses, "-r", str(dirs[i]), "-s", "1", "-b", "0"],
+                                  env=env, cwd=root) for i in range(2)]
+        try:
+            assert [p.wait(timeout=300) for p in procs] == [0, 0]
+        finally:
+            for p in procs:
+                p.kill()
+
+    run_both()
+    first = articles(tmp_path / "out" / "articles.jsonl")
+    assert 0 < len(first) < len(expected)
+    for d in dirs:  # each machine wrote snapshots to the partition it holds
+        assert _stored_snapshots(d), d
+    _grow(archive, payloads, 40)
+    run_both()
+    assert b"bad_envelope" not in (tmp_path / "out" / "deadletter.jsonl").read_bytes()
+    assert articles(tmp_path / "out" / "articles.jsonl") == expected
+    _same_digests_and_stories(tmp_path, tmp_path / "out")
