@@ -224,16 +224,12 @@ def test_two_machines_joined_by_addresses_give_the_same_records(demo_archive: Pa
     """The README's several-machines command (``bytewax.run -i N -a "host:port;host:port"``), both
     processes on this machine: every record equals the one-process run's."""
     import os
-    import socket
     import subprocess
     import sys
 
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    addresses = ";".join(f"127.0.0.1:{p}" for p in ports)
+    from tests.cluster_addresses import loopback_addresses
+
+    addresses = loopback_addresses(2)
     env = {**os.environ, "NEWSFLOW_INPUT": str(demo_archive), "NEWSFLOW_OUT": str(tmp_path / "two")}
     root = Path(__file__).resolve().parents[1]
     procs = [subprocess.Popen([sys.executable, "-m", "bytewax.run", "flows.entry:file_flow", "-i", str(i),

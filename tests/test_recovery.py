@@ -129,7 +129,8 @@ def test_two_machines_with_their_own_recovery_directories_resume(tmp_path: Path)
     directory (``bytewax.run -i N -a ... -r DIR_N``); a rerun of both on the grown archive
     resumes from them: the articles, digests and stories of one uninterrupted run, none re-read."""
     import shutil
-    import socket
+
+    from tests.cluster_addresses import loopback_addresses
 
     payloads, archive, expected = _one_run(tmp_path)
     made = tmp_path / "made"
@@ -145,12 +146,7 @@ def test_two_machines_with_their_own_recovery_directories_resume(tmp_path: Path)
     root = Path(__file__).resolve().parents[1]
 
     def run_both() -> None:
-        ports = []
-        for _ in range(2):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                ports.append(s.getsockname()[1])
-        addresses = ";".join(f"127.0.0.1:{p}" for p in ports)
+        addresses = loopback_addresses(2)
         procs = [subprocess.Popen([sys.executable, "-m", "bytewax.run", "flows.entry:file_flow", "-i", str(i),
                                    "-a", addresses, "-r", str(dirs[i]), "-s", "1", "-b", "0"],
                                   env=env, cwd=root) for i in range(2)]
