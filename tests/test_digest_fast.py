@@ -265,6 +265,36 @@ def test_exact_dots_are_the_sparse_products() -> None:
     assert _bits(W._exact_dots(X, i, j).tolist()) == _bits(S[i, j].tolist())
 
 
+def test_exact_dots_in_blocks_are_the_same_floats(monkeypatch) -> None:
+    X = _rows(300, seed=5)
+    rng = np.random.default_rng(1)
+    i, j = rng.integers(0, 300, 4000), rng.integers(0, 300, 4000)
+    whole = _bits(W._exact_dots(X, i, j).tolist())
+    monkeypatch.setattr(W, "_PAIR_TERMS", 997)  # ~20 pairs per block, cut anywhere
+    assert _bits(W._exact_dots(X, i, j).tolist()) == whole
+
+
+def test_radius_graph_of_near_copies_takes_the_sparse_product(monkeypatch) -> None:
+    """A window of near-copies (one template, every pair within eps): the candidates' exact dots
+    would copy both rows of ~n^2/2 pairs; the graph comes from the plain sparse product, the
+    same graph."""
+    n = 600
+    rng = np.random.default_rng(7)
+    rows, cols, vals = [], [], []
+    for i in range(n):
+        for t in sorted({*range(12), *(12 + rng.choice(6, 2)).tolist()}):  # 12 shared terms + 2 of 6
+            rows.append(i)
+            cols.append(t)
+            vals.append(float(rng.uniform(0.9, 1.1)))
+    X = sp.csr_matrix((vals, (rows, cols)), shape=(n, 18))
+    X = sp.csr_matrix(sp.diags(1.0 / np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())) @ X)
+    X.sort_indices()
+    ref = W._radius_graph_sparse(X, 0.4)
+    assert ref.nnz == n * (n - 1)  # every pair
+    monkeypatch.setattr(W, "_exact_dots", lambda *a: pytest.fail("exact dots of every pair"))
+    assert _same(W.radius_graph(X, 0.4), ref)
+
+
 def test_vocabulary_positions_are_uniques_inverse() -> None:
     rng = np.random.default_rng(1)
     for vals in (rng.integers(0, 2**63, 50_000, dtype=np.uint64).repeat(3),
