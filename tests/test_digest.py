@@ -13,7 +13,9 @@ from sklearn.cluster import DBSCAN
 
 from newsflow.clustering.window import (
     blocked_radius_graph,
+    dbscan_labels,
     dbscan_precomputed,
+    linked_labels,
     radius_graph,
     tfidf_matrix,
 )
@@ -489,6 +491,51 @@ def test_dbscan_precomputed_equals_sklearn():
             ref = DBSCAN(eps=0.4, min_samples=ms, metric="precomputed").fit_predict(G, sample_weight=w)
             got = dbscan_precomputed(G, 0.4, ms, w)
             assert got.tolist() == ref.tolist(), (trial, ms)
+
+
+def test_linked_labels_equal_sklearn_dbscan():
+    """With min_samples <= 2 and weights >= 1 (the digest's), DBSCAN's clusters are the connected
+    components holding a core: the labels from edges read in pieces, without the graph, are
+    scikit-learn's on the graph (symmetric, no stored self distances, as the radius graphs;
+    entries just above eps; pieces in any order, pairs given twice)."""
+    rng = np.random.default_rng(12)
+    for trial in range(60):
+        n = int(rng.integers(1, 150))
+        m = int(rng.integers(0, 3 * n))
+        r, c = rng.integers(0, n, m), rng.integers(0, n, m)
+        off = r != c
+        r, c = r[off], c[off]
+        d = rng.choice([1e-12, 0.1, 0.39, 0.4, 0.4 + 1e-10, 0.5], len(r))
+        _, first = np.unique(np.minimum(r, c) * n + np.maximum(r, c), return_index=True)  # a pair once
+        r, c, d = r[first], c[first], d[first]
+        G = sp.csr_matrix((np.concatenate([d, d]), (np.concatenate([r, c]), np.concatenate([c, r]))), shape=(n, n))
+        w = rng.integers(1, 4, n).astype(np.float64) if trial % 2 else np.ones(n)
+        cut = sorted(rng.integers(0, len(r) + 1, 3).tolist())
+        pieces = [(r[a:b], c[a:b], d[a:b]) for a, b in zip([0, *cut], [*cut, len(r)], strict=True)]
+        pieces += [(c, r, d), *pieces[:1]]  # the other direction, and a piece again
+        rng.shuffle(pieces)
+        for ms in (1, 2):
+            ref = DBSCAN(eps=0.4, min_samples=ms, metric="precomputed").fit_predict(G, sample_weight=w)
+            assert linked_labels(pieces, n, 0.4, ms, w).tolist() == ref.tolist(), (trial, ms)
+
+
+def test_dbscan_labels_without_the_graph_are_the_graphs():
+    rng = random.Random(4)
+    vocab = [f"t{j}" for j in range(80)]
+    feats = []
+    for i in range(700):
+        k = i % 15
+        words = vocab[k * 5 : k * 5 + 5] * 3 + rng.sample(vocab, 5)
+        feats.append(TextFeatures.of("", " ".join(words)))
+    feats += [TextFeatures.of("", "same template words here")] * 300  # near-copies: dense
+    X, _ = tfidf_matrix(feats)
+    w = np.array([1 + i % 3 for i in range(X.shape[0])], dtype=np.float64)
+    for weights in (None, w):
+        for exact_max, G in ((100_000, radius_graph(X, 0.4)), (400, blocked_radius_graph(X, 0.4, block_size=300))):
+            ref = dbscan_precomputed(G, 0.4, 2, weights)
+            got = dbscan_labels(X, 0.4, 2, sample_weight=weights, exact_max=exact_max, block_size=300)
+            assert got.tolist() == ref.tolist()
+            assert len(set(ref.tolist())) > 10
 
 
 def test_tfidf_matches_sklearn_idf():

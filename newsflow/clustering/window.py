@@ -7,7 +7,7 @@ large windows stay sub-quadratic; Ward with ``n_topics`` as the alternative.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -124,9 +124,21 @@ def _positions(vocab: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 _DMIN = 1e-12  # stored instead of a 0 distance (sparse graphs drop explicit zeros)
+#: a piece of a radius graph's edges: rows, columns, distances
+Edges = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def radius_graph(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matrix:
+    """The graph of :func:`radius_edges`."""
+    rs, cs, vs = [], [], []
+    for r, c, v in radius_edges(X, eps, chunk):
+        rs.append(r)
+        cs.append(c)
+        vs.append(v)
+    return _graph(X.shape[0], rs, cs, vs)
+
+
+def radius_edges(X: sp.csr_matrix, eps: float, chunk: int = 512) -> Iterator[Edges]:
     """Exact sparse cosine-distance graph of all pairs ``i != j`` with distance <= ``eps``
     (rows of ``X`` L2-normalized): the neighbourhoods DBSCAN(metric="cosine") uses, from
     chunked products instead of a dense n x n matrix. O(n^2) pairs: for n up to
@@ -141,12 +153,16 @@ def radius_graph(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matri
     computed exactly (:func:`_exact_dots`). (On 1,714 story centroids of a weekly window the
     plain sparse product costs ~4x more: almost every pair shares some term.) When the
     candidates are so many that their exact dots would cost more than the plain product (a
-    window of near-copies, every pair within ``eps``), the plain product it is."""
+    window of near-copies, every pair within ``eps``), the plain product it is.
+
+    Yields the graph's edges in pieces (rows, columns, distances; both directions of a pair),
+    so that a reader that needs no graph holds one piece at a time (:func:`dbscan_labels`)."""
     n = X.shape[0]
     thr = 1.0 - eps - 1e-9
     X = sp.csr_matrix(X)
     if n < _HYBRID_MIN or thr <= 2 * _MARGIN or not X.has_canonical_format:
-        return _radius_graph_sparse(X, eps, chunk)
+        yield from _sparse_edges(X, eps, chunk)
+        return
     norm2 = float(np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=X.data * X.data,
                               minlength=n).max())
     df = np.bincount(X.indices, minlength=X.shape[1])
@@ -188,13 +204,15 @@ def radius_graph(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matri
         ci.append(c[up])
         spent += _EXACT_COST * float(rn[ri[-1]].sum() + rn[ci[-1]].sum())
         if spent > budget:  # (the same graph either way: the candidates only pick the pairs)
-            return _radius_graph_sparse(X, eps, chunk)
+            yield from _sparse_edges(X, eps, chunk)
+            return
     rows = np.concatenate(ri) if ri else np.zeros(0, np.int64)
     cols = np.concatenate(ci) if ci else np.zeros(0, np.int64)
     sims = _exact_dots(X, rows, cols)
     keep = sims >= thr
     rows, cols, dist = rows[keep], cols[keep], np.maximum(1.0 - sims[keep], _DMIN)
-    return _graph(n, [rows, cols], [cols, rows], [dist, dist])
+    yield rows, cols, dist
+    yield cols, rows, dist
 
 
 #: from this many rows, :func:`radius_graph` finds candidate pairs approximately first
@@ -212,18 +230,24 @@ _DENSE_BUDGET = 4_000_000
 
 def _radius_graph_sparse(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matrix:
     """:func:`radius_graph` by chunked sparse products of all pairs (small ``X``)."""
+    rs, cs, vs = [], [], []
+    for r, c, v in _sparse_edges(X, eps, chunk):
+        rs.append(r)
+        cs.append(c)
+        vs.append(v)
+    return _graph(X.shape[0], rs, cs, vs)
+
+
+def _sparse_edges(X: sp.csr_matrix, eps: float, chunk: int = 512) -> Iterator[Edges]:
+    """:func:`radius_edges` by chunked sparse products of all pairs, a piece per chunk of rows."""
     n = X.shape[0]
     XT = X.T.tocsr()
     thr = 1.0 - eps - 1e-9
-    rs, cs, vs = [], [], []
     for s in range(0, n, chunk):
         S = (X[s : s + chunk] @ XT).tocoo()
         r = S.row.astype(np.int64) + s
         keep = (S.data >= thr) & (r != S.col)
-        rs.append(r[keep])
-        cs.append(S.col[keep].astype(np.int64))
-        vs.append(np.maximum(1.0 - S.data[keep], _DMIN))
-    return _graph(n, rs, cs, vs)
+        yield r[keep], S.col[keep].astype(np.int64), np.maximum(1.0 - S.data[keep], _DMIN)
 
 
 def _exact_dots(X: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -301,18 +325,32 @@ def blocked_radius_graph(
     never share a block are missed (measured pair recall: bench/README-digest.md).
     Deterministic: fixed seeds."""
     n = X.shape[0]
+    rs, cs, vs = [], [], []
+    for r, c, v in blocked_radius_edges(X, eps, block_size, seed, overlap):
+        rs.append(r)
+        cs.append(c)
+        vs.append(v)
+    r = np.concatenate(rs) if rs else np.zeros(0, np.int64)
+    c = np.concatenate(cs) if cs else np.zeros(0, np.int64)
+    v = np.concatenate(vs) if vs else np.zeros(0)
+    _, first = np.unique(r.astype(np.int64) * n + c, return_index=True)  # pairs found twice
+    return _graph(n, [r[first]], [c[first]], [v[first]])
+
+
+def blocked_radius_edges(
+    X: sp.csr_matrix, eps: float, block_size: int = 3000, seed: int = 0, overlap: int = 2
+) -> Iterator[Edges]:
+    """The edges of :func:`blocked_radius_graph` in pieces, a pair found in two blocks twice."""
+    n = X.shape[0]
     rng = np.random.default_rng(seed)
     Z = np.asarray(X @ rng.standard_normal((X.shape[1], 64)))
     Z /= np.maximum(np.linalg.norm(Z, axis=1, keepdims=True), 1e-12)
-    rs, cs, vs = [], [], []
     todo: list[tuple[np.ndarray, int]] = [(np.arange(n), overlap)]
     while todo:
         idx, ov = todo.pop()
         if len(idx) <= block_size:
-            G = radius_graph(X[idx], eps).tocoo()
-            rs.append(idx[G.row])
-            cs.append(idx[G.col])
-            vs.append(G.data)
+            for r, c, v in radius_edges(X[idx], eps):
+                yield idx[r], idx[c], v
             continue
         k = max(2, int(np.ceil(len(idx) / block_size)))
         d = _kmeans_distances(Z[idx], k, seed)
@@ -322,11 +360,6 @@ def blocked_radius_graph(
         if max(len(p) for p in parts) >= len(idx):  # cannot split: cut in order
             parts = [idx[i : i + block_size] for i in range(0, len(idx), block_size)]
         todo.extend((p, 1) for p in parts)
-    r = np.concatenate(rs) if rs else np.zeros(0, np.int64)
-    c = np.concatenate(cs) if cs else np.zeros(0, np.int64)
-    v = np.concatenate(vs) if vs else np.zeros(0)
-    _, first = np.unique(r.astype(np.int64) * n + c, return_index=True)  # pairs found twice
-    return _graph(n, [r[first]], [c[first]], [v[first]])
 
 
 def _graph(n: int, rs: list[Any], cs: list[Any], vs: list[Any]) -> sp.csr_matrix:
@@ -352,8 +385,50 @@ def dbscan_labels(
     n = X.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.int64)
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if min_samples <= 2 and bool((w >= 1).all()):  # (the digest's: 2, weights = article counts)
+        edges = radius_edges(X, eps) if n <= exact_max else blocked_radius_edges(X, eps, block_size)
+        return linked_labels(edges, n, eps, min_samples, w)
     G = radius_graph(X, eps) if n <= exact_max else blocked_radius_graph(X, eps, block_size)
     return dbscan_precomputed(G, eps, min_samples, sample_weight)
+
+
+def linked_labels(edges: Iterable[Edges], n: int, eps: float, min_samples: float, w: np.ndarray) -> np.ndarray:
+    """:func:`dbscan_precomputed`'s labels of the graph of ``edges`` when every point with a
+    neighbour is core (``min_samples`` <= 2, weights >= 1: a point and one neighbour weigh 2),
+    without the graph: the clusters are then the connected components that hold a core point
+    (every point of a component of two or more, a lone point when its own weight is enough),
+    numbered by their first point, as the depth-first growth from the cores in index order
+    numbers them; the other points are noise. The edges are read a piece at a time and merged
+    into the components found so far, so memory does not grow with the edges: a window of
+    8,000 near-copies has 64M of them."""
+    from scipy.sparse.csgraph import connected_components
+
+    comp = np.arange(n)
+    linked = np.zeros(n, dtype=bool)
+    for r, c, v in edges:
+        keep = (v <= eps) & (r != c)  # (a stored distance just above eps is no neighbour)
+        r, c = r[keep], c[keep]
+        if not len(r):
+            continue
+        linked[r] = True
+        linked[c] = True
+        a, b = comp[r], comp[c]
+        join = a != b
+        if join.any():
+            J = sp.csr_matrix((np.ones(int(join.sum()), dtype=np.int8), (a[join], b[join])), shape=(n, n))
+            comp = connected_components(J, directed=False)[1][comp]
+    core = linked | (w >= min_samples)
+    labels = np.full(n, -1, dtype=np.int64)
+    if not core.any():
+        return labels
+    first = np.full(n, n, dtype=np.int64)
+    np.minimum.at(first, comp, np.arange(n))
+    with_core = np.unique(comp[core])
+    rank = np.full(n, -1, dtype=np.int64)
+    rank[with_core[np.argsort(first[with_core], kind="stable")]] = np.arange(len(with_core))
+    out: np.ndarray = rank[comp]
+    return out
 
 
 def dbscan_precomputed(
