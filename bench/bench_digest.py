@@ -21,6 +21,12 @@ assembly alone. State bytes are pickle sizes per article of what the digest step
     python3 bench/bench_digest.py --n 100000 --baseline-src /work/main
     python3 bench/bench_digest.py --n 100000 --no-stories   # every article its own story
     python3 bench/bench_digest.py --n 20000 --topics 12     # Agglomerative Ward, k = 12
+    python3 bench/bench_digest.py --synthetic --no-stories --n 8000   # near-copies: every pair within eps
+
+Each side also prints its process's RSS before the two assemblies and its peak RSS during
+them (the peak is reset first: ``/proc/self/clear_refs``): a dense window's neighbour pairs
+once held gigabytes.
+``--synthetic`` titles are 8 subjects x 8 verbs x 8 objects (and a number): every article is near every other.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import argparse
 import os
 import pickle
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -67,13 +74,24 @@ try:  # a checkout whose digest step keeps story coverage across windows: built 
     kw["coverage"] = StoryCoverage().extend(args["recs"])
 except ImportError:
     pass
+import re
+rss0 = int(re.search(r"VmRSS:\s+(\d+)", open("/proc/self/status").read()).group(1)) / 1024
+open("/proc/self/clear_refs", "w").write("5")  # the peak from here on
 prev = assemble_digest(prev_recs, win, config=cfg)
 t0, c0 = time.perf_counter(), time.process_time()
 d = assemble_digest(recs, win, previous=digest_memory(prev), config=cfg, **kw)
 print(orjson.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+                    "rss_before_mb": rss0,
+                    "peak_rss_mb": int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1)) / 1024,
                     "state_bytes": state, "clusters": d["cluster_count"],
                     "leads": [it["lead"]["article_id"] for s in d["sections"] for it in s["items"]]}).decode())
 '''
+
+
+def _status_mb(field: str) -> float:
+    """``VmRSS`` (resident now) or ``VmHWM`` (its peak) of this process, MB."""
+    m = re.search(rf"{field}:\s+(\d+)", Path("/proc/self/status").read_text())
+    return int(m.group(1)) / 1024 if m else float("nan")
 
 
 def main() -> None:
@@ -137,6 +155,8 @@ def main() -> None:
     coverage_cpu = time.process_time() - c0
     prev_entries = digest_entries(prev_recs, title_weight=cfg.title_weight, body_words=cfg.body_words)
     state = len(pickle.dumps(entries, protocol=5))
+    rss0 = _status_mb("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # the peak from here on: the assemblies'
     t0 = time.perf_counter()
     prev = assemble_digest(prev_entries, win, config=cfg)
     t_prev = time.perf_counter() - t0
@@ -158,6 +178,9 @@ def main() -> None:
         "state_bytes_per_article": round(state / len(scored)),
         "previous_window_articles": len(prev_recs),
         "previous_assemble_seconds": round(t_prev, 2),
+        # the process's RSS before the two assemblies and its peak during them
+        "rss_before_mb": round(rss0),
+        "peak_rss_mb": round(_status_mb("VmHWM")),
         "selected": d["selected_count"],
         "clusters": d["cluster_count"],
         "items": [len(s["items"]) for s in d["sections"]],
@@ -172,6 +195,8 @@ def main() -> None:
             "assemble_seconds": round(base["seconds"], 2),
             "assemble_cpu_seconds": round(base["cpu_seconds"], 2),
             "state_bytes_per_article": round(base["state_bytes"] / len(scored)) if base["state_bytes"] else None,
+            "rss_before_mb": round(base["rss_before_mb"]),
+            "peak_rss_mb": round(base["peak_rss_mb"]),
             "clusters": base["clusters"],
             "same_leads_shown": len(set(leads) & set(base["leads"])),
             "leads_shown": len(base["leads"]),

@@ -293,6 +293,9 @@ def test_radius_graph_of_near_copies_takes_the_sparse_product(monkeypatch) -> No
     assert ref.nnz == n * (n - 1)  # every pair
     monkeypatch.setattr(W, "_exact_dots", lambda *a: pytest.fail("exact dots of every pair"))
     assert _same(W.radius_graph(X, 0.4), ref)
+    monkeypatch.setattr(W, "_PIECE_PAIRS", 5000)  # pieces of 8 rows: the same graph
+    assert _same(W.radius_graph(X, 0.4), ref)
+    assert W.dbscan_labels(X, 0.4, 2).tolist() == [0] * n
 
 
 def test_vocabulary_positions_are_uniques_inverse() -> None:

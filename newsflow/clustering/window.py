@@ -239,10 +239,12 @@ def _radius_graph_sparse(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.c
 
 
 def _sparse_edges(X: sp.csr_matrix, eps: float, chunk: int = 512) -> Iterator[Edges]:
-    """:func:`radius_edges` by chunked sparse products of all pairs, a piece per chunk of rows."""
+    """:func:`radius_edges` by chunked sparse products of all pairs, a piece per chunk of rows
+    (at most ``chunk``, fewer when ``n`` is large: a chunk's product holds up to rows x n)."""
     n = X.shape[0]
     XT = X.T.tocsr()
     thr = 1.0 - eps - 1e-9
+    chunk = max(1, min(chunk, _PIECE_PAIRS // max(n, 1)))
     for s in range(0, n, chunk):
         S = (X[s : s + chunk] @ XT).tocoo()
         r = S.row.astype(np.int64) + s
@@ -275,6 +277,8 @@ def _exact_dots(X: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.ndar
 
 #: at most this many row terms (both rows of each pair) per block of :func:`_exact_dots`
 _PAIR_TERMS = 1 << 21
+#: at most this many pairs per chunk of the plain sparse product (:func:`_sparse_edges`)
+_PIECE_PAIRS = 1 << 20
 
 
 def _exact_dots_block(X: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
