@@ -448,15 +448,20 @@ def test_feed_health_report():
 
 
 # ---- clustering internals --------------------------------------------------------------
-def test_radius_graph_equals_sklearn_dbscan_cosine():
-    rng = random.Random(3)
-    vocab = [f"t{j}" for j in range(60)]
+def _topic_docs(n: int, topics: int, extra: int, seed: int) -> list[TextFeatures]:
+    """``n`` documents of ``topics`` topics (5 words each, x3) and ``extra`` random words."""
+    rng = random.Random(seed)
+    vocab = [f"t{j}" for j in range(5 * topics)]
     feats = []
-    for i in range(300):
-        k = i % 12
-        words = vocab[k * 5 : k * 5 + 5] * 3 + rng.sample(vocab, 4)
+    for i in range(n):
+        k = i % topics
+        words = vocab[k * 5 : k * 5 + 5] * 3 + rng.sample(vocab, extra)
         feats.append(TextFeatures.of("", " ".join(words)))
-    X, _ = tfidf_matrix(feats)
+    return feats
+
+
+def test_radius_graph_equals_sklearn_dbscan_cosine():
+    X, _ = tfidf_matrix(_topic_docs(300, 12, 4, seed=3))
     ref = DBSCAN(eps=0.4, min_samples=2, metric="cosine").fit_predict(X)
     for G in (radius_graph(X, 0.4), blocked_radius_graph(X, 0.4, block_size=1000)):
         got = DBSCAN(eps=0.4, min_samples=2, metric="precomputed").fit_predict(G)
@@ -520,13 +525,7 @@ def test_linked_labels_equal_sklearn_dbscan():
 
 
 def test_dbscan_labels_without_the_graph_are_the_graphs():
-    rng = random.Random(4)
-    vocab = [f"t{j}" for j in range(80)]
-    feats = []
-    for i in range(700):
-        k = i % 15
-        words = vocab[k * 5 : k * 5 + 5] * 3 + rng.sample(vocab, 5)
-        feats.append(TextFeatures.of("", " ".join(words)))
+    feats = _topic_docs(700, 16, 5, seed=4)
     feats += [TextFeatures.of("", "same template words here")] * 300  # near-copies: dense
     X, _ = tfidf_matrix(feats)
     w = np.array([1 + i % 3 for i in range(X.shape[0])], dtype=np.float64)

@@ -130,12 +130,7 @@ Edges = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def radius_graph(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matrix:
     """The graph of :func:`radius_edges`."""
-    rs, cs, vs = [], [], []
-    for r, c, v in radius_edges(X, eps, chunk):
-        rs.append(r)
-        cs.append(c)
-        vs.append(v)
-    return _graph(X.shape[0], rs, cs, vs)
+    return _graph(X.shape[0], _joined(radius_edges(X, eps, chunk)))
 
 
 def radius_edges(X: sp.csr_matrix, eps: float, chunk: int = 512) -> Iterator[Edges]:
@@ -230,12 +225,7 @@ _DENSE_BUDGET = 4_000_000
 
 def _radius_graph_sparse(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matrix:
     """:func:`radius_graph` by chunked sparse products of all pairs (small ``X``)."""
-    rs, cs, vs = [], [], []
-    for r, c, v in _sparse_edges(X, eps, chunk):
-        rs.append(r)
-        cs.append(c)
-        vs.append(v)
-    return _graph(X.shape[0], rs, cs, vs)
+    return _graph(X.shape[0], _joined(_sparse_edges(X, eps, chunk)))
 
 
 def _sparse_edges(X: sp.csr_matrix, eps: float, chunk: int = 512) -> Iterator[Edges]:
@@ -329,16 +319,9 @@ def blocked_radius_graph(
     never share a block are missed (measured pair recall: bench/README-digest.md).
     Deterministic: fixed seeds."""
     n = X.shape[0]
-    rs, cs, vs = [], [], []
-    for r, c, v in blocked_radius_edges(X, eps, block_size, seed, overlap):
-        rs.append(r)
-        cs.append(c)
-        vs.append(v)
-    r = np.concatenate(rs) if rs else np.zeros(0, np.int64)
-    c = np.concatenate(cs) if cs else np.zeros(0, np.int64)
-    v = np.concatenate(vs) if vs else np.zeros(0)
+    r, c, v = _joined(blocked_radius_edges(X, eps, block_size, seed, overlap))
     _, first = np.unique(r.astype(np.int64) * n + c, return_index=True)  # pairs found twice
-    return _graph(n, [r[first]], [c[first]], [v[first]])
+    return _graph(n, (r[first], c[first], v[first]))
 
 
 def blocked_radius_edges(
@@ -366,10 +349,19 @@ def blocked_radius_edges(
         todo.extend((p, 1) for p in parts)
 
 
-def _graph(n: int, rs: list[Any], cs: list[Any], vs: list[Any]) -> sp.csr_matrix:
-    r = np.concatenate(rs) if rs else np.zeros(0, np.int64)
-    c = np.concatenate(cs) if cs else np.zeros(0, np.int64)
-    v = np.concatenate(vs) if vs else np.zeros(0)
+def _joined(edges: Iterable[Edges]) -> Edges:
+    """The pieces of a graph's edges as one (rows, columns, distances)."""
+    rs, cs, vs = [], [], []
+    for r, c, v in edges:
+        rs.append(r)
+        cs.append(c)
+        vs.append(v)
+    return (np.concatenate(rs) if rs else np.zeros(0, np.int64), np.concatenate(cs) if cs else np.zeros(0, np.int64),
+            np.concatenate(vs) if vs else np.zeros(0))
+
+
+def _graph(n: int, edges: Edges) -> sp.csr_matrix:
+    r, c, v = edges
     G = sp.csr_matrix((v, (r, c)), shape=(n, n))
     G.sort_indices()
     return G
