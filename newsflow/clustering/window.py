@@ -412,7 +412,7 @@ def linked_labels(edges: Iterable[Edges], n: int, eps: float, min_samples: float
         a, b = comp[r], comp[c]
         join = a != b
         if join.any():
-            J = sp.csr_matrix((np.ones(int(join.sum()), dtype=np.int8), (a[join], b[join])), shape=(n, n))
+            J = sp.csr_matrix((np.ones(int(join.sum()), dtype=bool), (a[join], b[join])), shape=(n, n))
             comp = connected_components(J, directed=False)[1][comp]
     core = linked | (w >= min_samples)
     labels = np.full(n, -1, dtype=np.int64)
