@@ -25,10 +25,10 @@ assembly alone. State bytes are pickle sizes per article of what the digest step
 
 ``again_seconds``: the same window assembled a second time in this process (the same bytes),
 its text memos warm as a flow's daily windows leave them for the weekly one; the target is
-the first, cold, figure. Each side also prints its process's RSS before the two assemblies and its peak RSS during
-them (the peak is reset first: ``/proc/self/clear_refs``): a dense window's neighbour pairs
-once held gigabytes.
-``--synthetic`` titles are 8 subjects x 8 verbs x 8 objects (and a number): every article is near every other.
+the first, cold, figure. Each side also prints its process's RSS before the two assemblies
+and its peak RSS during them (the peak is reset first: ``/proc/self/clear_refs``): a dense
+window's neighbour pairs once held gigabytes. ``--synthetic`` titles are 8 subjects x 8 verbs
+x 8 objects (and a number): every article is near every other.
 """
 
 from __future__ import annotations
@@ -77,14 +77,16 @@ try:  # a checkout whose digest step keeps story coverage across windows: built 
 except ImportError:
     pass
 import re
-rss0 = int(re.search(r"VmRSS:\s+(\d+)", open("/proc/self/status").read()).group(1)) / 1024
+def status_mb(field):  # as _status_mb below: this script runs on its own
+    return int(re.search(field + r":\s+(\d+)", open("/proc/self/status").read()).group(1)) / 1024
+rss0 = status_mb("VmRSS")
 open("/proc/self/clear_refs", "w").write("5")  # the peak from here on
 prev = assemble_digest(prev_recs, win, config=cfg)
 t0, c0 = time.perf_counter(), time.process_time()
 d = assemble_digest(recs, win, previous=digest_memory(prev), config=cfg, **kw)
 print(orjson.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
                     "rss_before_mb": rss0,
-                    "peak_rss_mb": int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1)) / 1024,
+                    "peak_rss_mb": status_mb("VmHWM"),
                     "state_bytes": state, "clusters": d["cluster_count"],
                     "leads": [it["lead"]["article_id"] for s in d["sections"] for it in s["items"]]}).decode())
 '''
