@@ -1,7 +1,7 @@
 """Digest assembly time for one window of N articles (default 100,000), one core.
 
 Records come from ``bench_score_topics.make_records`` (UCI titles + deterministic synthetic
-bodies, story ids = UCI story ids), scored with :func:`newsflow.score.score_record` at the
+bodies, story ids = UCI story ids), scored with :func:`newsflow.scoring.importance.score_record` at the
 window end; all of them fall into one window (``--type``, default the weekly roundup). The
 timed part is :func:`newsflow.digest.assemble_digest` on the digest step's entries
 (:mod:`newsflow.digest.entries`: what the flow keeps, analyzed once on arrival) — selection,
