@@ -57,7 +57,7 @@ def partition_key(rec: dict, by: str) -> str:
     words = set(content_tokens(title_tokens(rec["title"], rec["publisher"])))
     keys = set(entity_keys(extract_entities(rec["title"]))) if by == "title-entity" else set()
     pool = keys or words
-    return min(pool, key=lambda k: shard_of(k, 1 << 30)) if pool else ""
+    return min(pool, key=lambda k: (shard_of(k, 1 << 30), k)) if pool else ""
 
 
 def load(path: Path) -> list[dict]:
