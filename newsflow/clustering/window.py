@@ -213,7 +213,7 @@ def radius_edges(X: sp.csr_matrix, eps: float, chunk: int = 512) -> Iterator[Edg
 #: from this many rows, :func:`radius_graph` finds candidate pairs approximately first
 _HYBRID_MIN = 256
 #: cost of one row term of a candidate pair in :func:`_exact_dots` against one product of the
-#: plain sparse product (:func:`_radius_graph_sparse`)
+#: plain sparse product (:func:`_sparse_edges`)
 _EXACT_COST = 4.0
 #: candidate margin around the threshold beyond the approximate product's own error
 _MARGIN = 1e-9
@@ -224,7 +224,8 @@ _DENSE_BUDGET = 4_000_000
 
 
 def _radius_graph_sparse(X: sp.csr_matrix, eps: float, chunk: int = 512) -> sp.csr_matrix:
-    """:func:`radius_graph` by chunked sparse products of all pairs (small ``X``)."""
+    """:func:`radius_graph` from the plain product of all pairs alone (:func:`_sparse_edges`):
+    the reference the hybrid path is tested against."""
     return _graph(X.shape[0], _joined(_sparse_edges(X, eps, chunk)))
 
 
