@@ -7,8 +7,8 @@ a second time with configuration C2 and writes what changes between the two:
 
     <out>/a/<topic>.jsonl      outputs with --config C (or the defaults)
     <out>/b/<topic>.jsonl      outputs with --compare C2
-    <out>/compare.md           the comparison (newsflow.replay.compare)
-    <out>/compare.html         the same as a standalone web page
+    <out>/compare.md           the comparison (newsflow.replay.compare, rendered by .report)
+    <out>/compare.html         the same as a standalone web page (contents, charts, no script)
 
 Examples::
 

@@ -126,7 +126,7 @@ def _empty_lines(label: str, health: Sequence[DigestHealth], top: float, lo: flo
         if h.empty_no_articles:
             why.append(f"{h.empty_no_articles} had no article in their {h.window_minutes}-minute window")
         if h.empty_below_min:
-            why.append(f"{h.empty_below_min} had articles but none scored {lo:g} "
+            why.append(f"{h.empty_below_min} had articles but none scored at least {lo:g} "
                        "(digests.min_importance)")
         rest = h.empty - h.empty_no_articles - h.empty_below_min
         if rest:
@@ -439,18 +439,23 @@ def _html_cell(s: str) -> str:
 
 
 def _nice_max(v: int) -> int:
-    """The axis top: 1, 2 or 5 times a power of ten, at least ``v``."""
+    """The axis top: a round number at least ``v`` (1, 1.2, 1.6, 2, 3, 4, 5, 6 or 8 times a
+    power of ten, so that quarters of it are round too).
+
+    >>> _nice_max(7054), _nice_max(126), _nice_max(3)
+    (8000, 160, 3)
+    """
     m = 1
     while True:
-        for f in (1, 2, 5):
+        for f in (1, 1.2, 1.6, 2, 3, 4, 5, 6, 8):
             if f * m >= v:
-                return f * m
+                return int(f * m)
         m *= 10
 
 
 def svg_chart(ch: Chart, width: int = 900, height: int = 260) -> str:
     """The chart as inline SVG: axes, a legend, values as ``<title>`` tooltips; every label escaped."""
-    left, right, top, bottom = 56, 16, 28, 44
+    left, right, top, bottom = 56, 16, 36, 44
     w, h = width - left - right, height - top - bottom
     ymax = _nice_max(max((max(v, default=0) for _, v in ch.series), default=0) or 1)
     n = len(ch.labels)
@@ -490,7 +495,8 @@ def svg_chart(ch: Chart, width: int = 900, height: int = 260) -> str:
             parts.append(f'<polyline fill="none" stroke="{COLORS[j % 2]}" stroke-width="1.6" points="{pts}">'
                          f"<title>{_e(name)}</title></polyline>")
         for i in sorted({0, n // 2, n - 1}) if n else ():
-            parts.append(f'<text x="{x_of(i):.1f}" y="{top + h + 16}" font-size="11" text-anchor="middle">'
+            anchor = "start" if i == 0 and n > 1 else "end" if i == n - 1 and n > 1 else "middle"
+            parts.append(f'<text x="{x_of(i):.1f}" y="{top + h + 16}" font-size="11" text-anchor="{anchor}">'
                          f"{_e(ch.labels[i])}</text>")
     for j, (name, vals) in enumerate(ch.series):  # legend
         x = left + 8 + j * 220
