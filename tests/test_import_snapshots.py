@@ -137,6 +137,25 @@ def test_two_snapshots_of_a_feed_at_one_time_keep_the_first(shared_dir: Path, tm
     assert len(list(iter_archive(tmp_path / "a.jsonl"))) == 1
 
 
+def test_too_large_snapshots_are_skipped_without_being_read(shared_dir: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from newsflow.replay.snapshots import MAX_BODY_BYTES
+
+    d = tmp_path / "big"
+    d.mkdir()
+    with (d / "huge-20260208-120000.xml").open("wb") as fh:  # sparse: its size, no bytes
+        fh.truncate(MAX_BODY_BYTES + 1)
+    # a small .gz that inflates past the limit
+    (d / "bomb-20260208-120000.xml.gz").write_bytes(gzip.compress(b"<rss>" + b" " * MAX_BODY_BYTES))
+    shutil.copy(corpus(shared_dir, A10), d / "a10-20260208-120000.xml")
+    assert cli_main(["import-snapshots", str(d), "-o", str(tmp_path / "a.jsonl")]) == 0
+    assert sorted(capsys.readouterr().err.splitlines()) == [
+        f"newsflow: skipped bomb-20260208-120000.xml.gz: larger than {MAX_BODY_BYTES} bytes",
+        f"newsflow: skipped huge-20260208-120000.xml: larger than {MAX_BODY_BYTES} bytes",
+    ]
+    assert [decode_raw(x).feed_id for x in iter_archive(tmp_path / "a.jsonl")] == ["a10"]
+
+
 def test_no_good_snapshot_is_exit_2_and_a_missing_folder_one_line(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
@@ -199,3 +218,23 @@ def test_a_git_history_of_a_feed_file_becomes_one_poll_per_commit(shared_dir: Pa
     for a in arts:
         i = order.index(" ".join(a["title"].split()))
         assert iso_to_ms(a["fetched_at"]) == iso_to_ms(times[i // 10]), a["title"]
+
+
+def test_a_too_large_version_in_git_is_skipped_and_the_next_ones_read(shared_dir: Path, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from newsflow.replay.snapshots import MAX_BODY_BYTES
+
+    repo = tmp_path / "scraped"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "big.xml").write_bytes(b"<rss>" + b" " * MAX_BODY_BYTES)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "big", when="2022-04-07T06:00:00Z")
+    (repo / "a10.xml").write_bytes(corpus(shared_dir, A10).read_bytes())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a10", when="2022-04-07T07:00:00Z")
+    assert cli_main(["import-snapshots", str(repo), "-o", str(tmp_path / "a.jsonl")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].endswith(f":big.xml: larger than {MAX_BODY_BYTES} bytes")
+    (poll,) = [decode_raw(x) for x in iter_archive(tmp_path / "a.jsonl")]
+    assert poll.feed_id == "a10" and poll.body == corpus(shared_dir, A10).read_bytes()

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import gzip
+import io
 import subprocess
 import sys
 import zlib
@@ -44,6 +45,7 @@ from typing import Any, BinaryIO, cast
 
 from newsflow.replay.snapshots import (
     FEED_SUFFIXES,
+    MAX_BODY_BYTES,
     FeedMeta,
     Snapshot,
     feed_name,
@@ -173,7 +175,17 @@ class GitBlobs:
         if len(header) != 3:
             msg = f"git cat-file: {b' '.join(header[1:]).decode(errors='replace') or 'no answer'}"
             raise OSError(msg)
-        data = stdout.read(int(header[2]))
+        size = int(header[2])
+        if size > MAX_BODY_BYTES:  # drained, not kept
+            left = size + 1  # (and the newline after the contents)
+            while left > 0:
+                chunk = stdout.read(min(1 << 20, left))
+                if not chunk:
+                    break
+                left -= len(chunk)
+            msg = f"larger than {MAX_BODY_BYTES} bytes"
+            raise TooLargeError(msg)
+        data = stdout.read(size)
         stdout.read(1)  # the newline after the contents
         return data
 
@@ -183,10 +195,37 @@ class GitBlobs:
         self._p.wait()
 
 
-def _body(raw: bytes, name: str) -> bytes:
+class TooLargeError(ValueError):
+    """A snapshot larger than a poll's body may be (read no further)."""
+
+
+def _body(raw: bytes, name: str, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The document's bytes (a ``.gz`` snapshot decompressed, at most ``limit`` + 1 bytes of it)."""
     if name.lower().endswith(".gz"):
-        return gzip.decompress(raw)
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+            raw = gz.read(limit + 1)
+    if len(raw) > limit:
+        msg = f"larger than {limit} bytes"
+        raise TooLargeError(msg)
     return raw
+
+
+def _read_file(path: str, limit: int = MAX_BODY_BYTES) -> bytes:
+    """A snapshot file's bytes: a regular file of at most ``limit`` bytes (a ``.gz`` one: its
+    compressed size), without reading more."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            msg = "not a regular file"
+            raise OSError(msg)
+        if st.st_size > limit:
+            msg = f"larger than {limit} bytes"
+            raise TooLargeError(msg)
+        return fh.read(limit + 1)
 
 
 def _meta(path: str | None) -> dict[str, FeedMeta]:
@@ -246,10 +285,8 @@ def cmd_import_snapshots(args: argparse.Namespace) -> int:
     meta = _meta(args.registry)
     bad: list[str] = []
     by_mtime = 0
-    blobs: GitBlobs | None = None
     if source == "git":
         snaps = git_snapshots(root, globs, ids, suffixes)
-        blobs = GitBlobs(root)
     else:
         snaps, by_mtime, bad = folder_snapshots(root, globs, ids, suffixes)
     todo, unplanned = plan(snaps)
@@ -265,6 +302,7 @@ def cmd_import_snapshots(args: argparse.Namespace) -> int:
     except OSError as e:
         msg = f"cannot write {args.out!r}: {e.strerror or e}"
         raise UserError(msg) from None
+    blobs = GitBlobs(root) if source == "git" else None
     try:
         with fh:
             for s in _read_all(todo, blobs, bad):
@@ -294,8 +332,12 @@ def cmd_import_snapshots(args: argparse.Namespace) -> int:
 def _read_all(todo: list[Snapshot], blobs: GitBlobs | None, bad: list[str]) -> Iterator[tuple[Snapshot, bytes]]:
     for s in todo:
         try:
-            raw = blobs.read(s.ref) if blobs is not None else Path(s.ref).read_bytes()
+            raw = blobs.read(s.ref) if blobs is not None else _read_file(s.ref)
             body = _body(raw, s.source)
+        except TooLargeError as e:
+            bad.append(f"{s.source}: {e}")
+            _warn(bad[-1])
+            continue
         except (OSError, EOFError, zlib.error) as e:
             bad.append(f"{s.source}: unreadable: {getattr(e, 'strerror', None) or e}")
             _warn(bad[-1])
