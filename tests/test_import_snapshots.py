@@ -60,6 +60,8 @@ def crawl(shared_dir: Path, tmp_path: Path) -> Path:
     os.utime(d / "a10.rss", ns=(1_770_560_000_123_000_000,) * 2)  # 2026-02-08T14:13:20.123Z
     (d / "wgrz-20260208-120000.xml").write_bytes(b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>")
     (d / "ars-20260208-120000.xml").write_bytes(b"")
+    (d / "2026-02-08T15-00-00Z").mkdir()  # a crawl's folder per round
+    shutil.copy(corpus(shared_dir, A10), d / "2026-02-08T15-00-00Z" / "a10.xml")  # a10 again, later
     (d / "notes.md").write_text("not a snapshot")
     (d / ".hidden.xml").write_bytes(corpus(shared_dir, A10).read_bytes())
     return d
@@ -75,7 +77,7 @@ def test_a_folder_of_snapshots_becomes_an_archive_that_replays(crawl: Path, tmp_
         "newsflow: skipped ars-20260208-120000.xml: empty file",
         "newsflow: skipped wgrz-20260208-120000.xml: not a feed document: the root element is <html>",
     ]
-    assert "wrote 4 polls of 3 feeds" in cap.out and "2 skipped" in cap.out
+    assert "wrote 5 polls of 3 feeds" in cap.out and "2 skipped" in cap.out
     assert "1 dated by their file's modification time" in cap.out
     polls = [decode_raw(x) for x in iter_archive(out)]
     assert [(p.feed_id, p.fetched_at_ms) for p in polls] == [
@@ -83,6 +85,7 @@ def test_a_folder_of_snapshots_becomes_an_archive_that_replays(crawl: Path, tmp_
         ("heise", iso_to_ms("2026-02-08T12:00:00Z")),
         ("heise", iso_to_ms("2026-02-08T13:00:00Z")),
         ("a10", 1_770_560_000_123),
+        ("a10", iso_to_ms("2026-02-08T15:00:00Z")),  # the time in its folder's name
     ]
     assert polls[0].body == corpus(shared_dir, HN).read_bytes()  # the .gz snapshot, decompressed
     assert all(p.status == 200 for p in polls)
@@ -100,7 +103,7 @@ def test_a_folder_of_snapshots_becomes_an_archive_that_replays(crawl: Path, tmp_
     assert by_feed == {"heise": titles(corpus(shared_dir, HEISE).read_bytes()),
                        "hn": titles(corpus(shared_dir, HN).read_bytes()),
                        "a10": titles(corpus(shared_dir, A10).read_bytes())}
-    assert len(arts) == 15 + 30 + 5  # the unchanged re-poll of heise adds nothing
+    assert len(arts) == 15 + 30 + 5  # the unchanged re-polls of heise and a10 add nothing
 
 
 def test_feed_ids_are_mapped_and_registry_fields_copied(crawl: Path, tmp_path: Path) -> None:

@@ -7,11 +7,12 @@ history when it is the top of a git work tree (``DIR/.git`` exists).
 * **Folder**: every file under DIR (hidden ones aside) whose name matches ``--glob`` (default:
   ``*.xml``, ``*.rss``, ``*.atom``, ``*.rdf``, each optionally ``.gz``) is one poll. Its time is
   the ISO 8601 time in its name (``npr_2026-02-08T12-30-00Z.xml``, ``20260208-123000.xml``,
-  ``…+01:00``; UTC when the name has no zone) or a 10/13-digit epoch; a name without one takes
-  the file's modification time (the summary counts those).
+  ``…+01:00``; UTC when the name has no zone) or a 10/13-digit epoch, else the time in the name
+  of a folder it is in (``2026-02-08T12-00-00Z/npr.xml``); without either it takes the file's
+  modification time (the summary counts those).
 * **Git history**: every commit (of HEAD's history) that added or changed a matching file is
-  one poll of that file's version, at the commit's committer time (a timestamp in the file's
-  name wins, as above). Read with the ``git`` command.
+  one poll of that file's version, at the commit's committer time (a time in the file's or
+  a folder's name wins, as above). Read with the ``git`` command.
 
 The feed id is the file name without its time, extension and separators, or its folder's name
 when nothing is left (``npr/2026-02-08T12-30-00Z.xml`` -> ``npr``); ``--feed-id NAME=ID`` maps
@@ -94,11 +95,19 @@ def _matches(name: str, globs: tuple[str, ...]) -> bool:
 
 
 def _snapshot(rel: str, fallback_ms: int, ref: str, source: str, ids: IdMap,
-              suffixes: tuple[str, ...]) -> Snapshot:
-    stem = strip_suffixes(rel.rsplit("/", 1)[-1], suffixes)
+              suffixes: tuple[str, ...]) -> tuple[Snapshot, bool]:
+    """The snapshot at ``rel``, and whether a name gave its time: the file's name, else its
+    folders' (innermost first: ``2026-02-08T12-00-00Z/npr.xml``), else ``fallback_ms``."""
+    parts = rel.split("/")
+    stem = strip_suffixes(parts[-1], suffixes)
     hit = name_time(stem)
-    ms, rest = hit if hit is not None else (fallback_ms, stem)
-    return Snapshot(source, ids(feed_name(rel, rest)), ms, ref)
+    if hit is not None:
+        return Snapshot(source, ids(feed_name(rel, hit[1])), hit[0], ref), True
+    for folder in reversed(parts[:-1]):
+        t = name_time(folder)
+        if t is not None:
+            return Snapshot(source, ids(feed_name(parts[-1], stem)), t[0], ref), True
+    return Snapshot(source, ids(feed_name(rel, stem)), fallback_ms, ref), False
 
 
 def folder_snapshots(root: Path, globs: tuple[str, ...], ids: IdMap,
@@ -113,14 +122,17 @@ def folder_snapshots(root: Path, globs: tuple[str, ...], ids: IdMap,
         if any(part.startswith(".") for part in rel.split("/")) or not _matches(f.name, globs):
             continue
         try:
+            if f.is_dir():
+                continue
             if not f.is_file():
+                bad.append(f"{rel}: not a regular file")
                 continue
             mtime_ms = f.stat().st_mtime_ns // 1_000_000
         except OSError as e:
             bad.append(f"{rel}: unreadable: {e.strerror or e}")
             continue
-        s = _snapshot(rel, mtime_ms, str(f), rel, ids, suffixes)
-        by_mtime += s.fetched_ms == mtime_ms and name_time(strip_suffixes(f.name, suffixes)) is None
+        s, named = _snapshot(rel, mtime_ms, str(f), rel, ids, suffixes)
+        by_mtime += not named
         out.append(s)
     return out, by_mtime, bad
 
@@ -152,7 +164,7 @@ def git_snapshots(root: Path, globs: tuple[str, ...], ids: IdMap,
         for rel in files.lstrip("\n").split("\x00"):
             if rel and _matches(rel.rsplit("/", 1)[-1], globs):
                 out.append(_snapshot(rel, int(ct) * 1000, f"{commit}:{rel}", f"{commit[:12]}:{rel}", ids,
-                                     suffixes))
+                                     suffixes)[0])
     return out
 
 
