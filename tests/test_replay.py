@@ -9,15 +9,8 @@ import pytest
 
 from newsflow.cli.main import main as cli_main
 from newsflow.connectors.files import write_archive
-from newsflow.replay.compare import (
-    RunOutputs,
-    compare,
-    diff_items,
-    run_outputs,
-    story_stats,
-    to_html,
-    to_markdown,
-)
+from newsflow.replay.compare import RunOutputs, compare, diff_items, run_outputs, story_stats
+from newsflow.replay.report import to_html, to_markdown
 from newsflow.samples.demo import demo_payloads
 
 # configuration files of the two runs (the format of newsflow.config.load_settings)
@@ -158,7 +151,7 @@ def test_replay_compare_on_the_demo_sample(demo_archive: Path, tmp_path: Path,
     # a 10-minute dedup window instead of 72 h changes dispositions and digest windows
     assert "Articles in both runs whose disposition changed:" in md
     assert "| near\\_duplicate | revision |" in md
-    assert "digest windows differ" in md and "Every digest window has the same" not in md
+    assert "Digest windows (matched by the time they cover):" in md and "Every digest window has the same" not in md
     assert "<table>" in page and "short-dedup" in page
 
     # deterministic: a second backtest (2 workers this time) writes byte-identical reports
@@ -171,7 +164,7 @@ def test_replay_one_config_shows_progress_and_writes_outputs(demo_archive: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["replay", str(demo_archive / "feeds.raw.jsonl"), "--out", str(tmp_path)]) == 0
     cap = capsys.readouterr()
-    assert "replay: 97 payloads, 41 articles" in cap.out
+    assert "replay: 97 payloads, 41 article records (41 distinct)" in cap.out
     # the progress bar goes to stderr: payloads done of the total, articles, articles/s, ETA
     assert "97/97" in cap.err and "articles/s" in cap.err and "ETA" in cap.err
     assert (tmp_path / "articles.jsonl").read_bytes().count(b"\n") == 41
@@ -187,7 +180,7 @@ def test_replay_on_two_processes_writes_the_same_bytes_and_counts(demo_archive: 
     one = capsys.readouterr().out
     assert cli_main(["replay", archive, "--out", str(tmp_path / "two"), "--processes", "2"]) == 0
     cap = capsys.readouterr()
-    assert "replay: 97 payloads, 41 articles" in one and "replay: 97 payloads, 41 articles" in cap.out
+    assert "replay: 97 payloads, 41 article records" in one and "replay: 97 payloads, 41 article records" in cap.out
     assert "on 2 processes" in cap.out and " on " not in one  # (auto: a small archive, one)
     assert "97/97" in cap.err and "41 articles" in cap.err
     for topic in ("articles", "digests", "feed-health", "deadletter", "stories"):

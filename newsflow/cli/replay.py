@@ -7,8 +7,8 @@ a second time with configuration C2 and writes what changes between the two:
 
     <out>/a/<topic>.jsonl      outputs with --config C (or the defaults)
     <out>/b/<topic>.jsonl      outputs with --compare C2
-    <out>/compare.md           the comparison (newsflow.replay.compare)
-    <out>/compare.html         the same as a standalone web page
+    <out>/compare.md           the comparison (newsflow.replay.compare, rendered by .report)
+    <out>/compare.html         the same as a standalone web page (contents, charts, no script)
 
 Examples::
 
@@ -136,12 +136,23 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def load_run(label: str, out_dir: Path, settings: Any = None) -> Any:
+    """A run's outputs for the comparison: its articles and digests, and per topic the records
+    written and their distinct keys (``newsflow.wire.contracts.ROLE_RECORD_FIELDS``)."""
     from newsflow.cli.main import topic_files
-    from newsflow.replay.compare import run_outputs
+    from newsflow.config import Settings
+    from newsflow.replay.compare import TopicCount, run_outputs
+    from newsflow.wire.contracts import ROLE_RECORD_FIELDS
 
+    settings = settings or Settings()
     files = topic_files(settings)
-    return run_outputs(label, read_jsonl(out_dir / files["articles"]), read_jsonl(out_dir / files["digests"]),
-                       deadletters=len(read_jsonl(out_dir / files["deadletter"])))
+    records = {role: read_jsonl(out_dir / name) for role, name in files.items()}
+    topics = []
+    for role, recs in records.items():
+        key = ROLE_RECORD_FIELDS[role.replace("-", "_")][0]
+        topics.append(TopicCount(role, len(recs), len({orjson.dumps(r.get(key)) for r in recs})))
+    return run_outputs(label, records["articles"], records["digests"], deadletters=len(records["deadletter"]),
+                       topics=topics, top_threshold=settings.digests.top_threshold,
+                       min_importance=settings.digests.min_importance)
 
 
 def labels_for(config_a: str | None, config_b: str) -> tuple[str, str]:
@@ -155,7 +166,8 @@ def labels_for(config_a: str | None, config_b: str) -> tuple[str, str]:
 def write_report(out: Path, run_a: Any, run_b: Any, extra: dict[str, str]) -> tuple[Path, Path]:
     from dataclasses import replace
 
-    from newsflow.replay.compare import compare, to_html, to_markdown
+    from newsflow.replay.compare import compare
+    from newsflow.replay.report import to_html, to_markdown
 
     c = replace(compare(run_a, run_b), extra=extra)
     md, page = out / "compare.md", out / "compare.html"
@@ -167,10 +179,12 @@ def write_report(out: Path, run_a: Any, run_b: Any, extra: dict[str, str]) -> tu
 def _summary(label: str, st: RunStats, out_dir: Path, settings: Any, archive: str,
              processes: int = 1) -> tuple[str, str | None]:
     """The run's summary line, and the warning when not one line of the archive was a payload."""
-    from newsflow.cli.main import not_an_archive, summarize
+    from newsflow.cli.main import jsonl_lines, not_an_archive, summarize, topic_files
 
     s = summarize(out_dir, settings)
-    line = (f"{label}: {st.payloads} payloads, {s['articles']} articles, {s['digests']} digests, "
+    keys = len({orjson.loads(x).get("key") for x in jsonl_lines(out_dir / topic_files(settings)["articles"])})
+    line = (f"{label}: {st.payloads} payloads, {s['articles']} article records ({keys} distinct), "
+            f"{s['digests']} digests, "
             f"{s['deadletter']} dead letters in {st.seconds:.1f}s"
             f"{f' on {processes} processes' if processes > 1 else ''} ({st.articles_per_s:.0f} articles/s) "
             f"-> {out_dir}/\n  dispositions: {s['dispositions']}")
