@@ -51,7 +51,7 @@ from newsflow.core.pickling import Shared
 from newsflow.core.placement import input_keys, key_name, placed_key
 from newsflow.core.snapshot import MIN_VERSION, PER_WINDOW_VERSION, Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
-from newsflow.dedup.exact import DedupShard, dedup_shard_key
+from newsflow.dedup.exact import DedupShard, dedup_shard_key, story_margin_ms
 from newsflow.dedup.stories import (
     StoryAssigner,
     StoryFeatures,
@@ -377,6 +377,9 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
         self.shard: DedupShard = (
             st["shard"] if "shard" in st else DedupShard(settings.dedup.window_ms, settings.dedup.emit_repolls)
         )
+        # (also on a resumed shard: its snapshot may predate the current story settings)
+        self.shard.story_margin_ms = story_margin_ms(settings.dedup.window_ms, self.story_config.window_ms,
+                                                     self.story_config.slab_ms)
         self.merge: EpochMerge = st["merge"] if "merge" in st else EpochMerge(sources)
 
     def on_item(self, value: ShardInput) -> tuple[Iterable[DedupOutput | Output], bool]:
