@@ -120,8 +120,9 @@ class FlowSettings(Section):
     #: ``<state-dir>/blobs`` (blob files expire on the poller side); "" refuses every body_ref
     blob_dir: str = ""
     #: a payload whose ``fetched_at`` is more than this ahead of its partition's watermark is
-    #: dead-lettered (``future_fetched_at``): one bad message can't move event time (a second
-    #: feed confirming the jump within this tolerance accepts it: a real gap in the stream)
+    #: dead-lettered (``future_fetched_at``): one bad message can't move event time (live: a
+    #: second feed confirming the jump within this tolerance accepts it, a real gap in the stream;
+    #: a file replay accepts every gap its later payloads go on from: ``newsflow.core.eventclock``)
     clock_jump_tolerance_hours: float = Field(24.0, gt=0)
     #: largest output record (bytes of JSON), under Kafka's default 1 MB ``message.max.bytes``:
     #: long text fields are cut (``truncated: true``), else the record becomes a dead letter
