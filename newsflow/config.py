@@ -174,6 +174,8 @@ class NormalizeSettings(Section):
     max_items_per_payload: int = Field(_N.max_items_per_payload, ge=1)
     #: longest item body used (chars of the raw HTML/text); longer is cut, record ``truncated``
     max_item_body_chars: int = Field(_N.max_item_body_chars, ge=100)
+    #: deepest HTML nesting of an item body sanitized (quadratic in it); deeper -> ``html_too_deep``
+    max_html_depth: int = Field(_N.max_html_depth, ge=8, le=100_000)
     #: original bytes kept in a dead letter (``original_size`` has the full size)
     max_deadletter_original_bytes: int = Field(_N.max_deadletter_original_bytes, ge=0)
     #: default authority tiers of well-known sources, for feeds without a tier of their own:
