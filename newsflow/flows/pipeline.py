@@ -67,7 +67,7 @@ from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
 from newsflow.feeds.tiers import NO_TABLE, SourceTiers
 from newsflow.flows import metrics
-from newsflow.flows.isolation import internal_error, isolated
+from newsflow.flows.isolation import envelope_head, internal_error, isolated
 from newsflow.model.messages import (
     Batch,
     Deduped,
@@ -230,9 +230,10 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         journal = self.journals.of(seq)
         crashes = journal.crashes(seq)
         if crashes >= self.s.flow.poison_after_crashes:
+            feed_id, fetched_ms = envelope_head(raw)  # (not decoded: that is what may kill)
             dl = make_deadletter("envelope", "poison_message",
                                  f"{crashes} runs died while parsing this message; it is not parsed again",
-                                 raw, feed_id=None, fetched_ms=None, item_index=None,
+                                 raw, feed_id=feed_id, fetched_ms=fetched_ms, item_index=None,
                                  max_original=self.s.normalize.max_deadletter_original_bytes)
             metrics.DEADLETTERS.labels("envelope", "poison_message").inc()
             journal.done(seq)
