@@ -76,3 +76,19 @@ def test_a_real_archive_of_re_polls_with_a_12h_window_has_no_fake_revisions(tmp_
     _assert_no_fake_revisions(recs)
     # a real revision still says what changed
     assert all(r["changed"] for r in recs if r["disposition"] == "revision")
+
+
+def test_a_story_clock_that_stands_still_makes_no_revision_of_an_item_dedup_forgot(tmp_path: Path) -> None:
+    """The story state forgets on publication time: when nothing new is published, it keeps an
+    article as long as it likes, while dedup, on fetch time, let it go. The item re-served then is
+    the same article again, never a revision of itself."""
+    items = [0, 1, 2]
+    polls = [RawPayload("ex", "https://ex.org/feed", T0 + 13 * HOUR + k * 2 * HOUR, 200, _rss(items), publisher="Ex")
+             for k in range(10)]  # the same three items for 20 hours, nothing new published
+    write_archive(polls, tmp_path / "in.jsonl")
+    settings = Settings.model_validate({"dedup": {"window_hours": 0.5},
+                                        "stories": {"window_hours": 1, "slab_hours": 0.5}})
+    run_file_flow(str(tmp_path / "in.jsonl"), str(tmp_path / "out"), settings)
+    recs = _articles(tmp_path / "out")
+    _assert_no_fake_revisions(recs)
+    assert {r["guid"] for r in recs} == {f"https://ex.org/{n}" for n in items}

@@ -535,7 +535,10 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         asg = self.assigner.assign(f, now_ms=None, duplicate_of=info.duplicate_of if exact else None)
         disposition, layer, dup = info.disposition, info.layer, info.duplicate_of
         extra: JsonRecord = {}
-        if info.disposition == "unique" and asg.disposition in ("near_duplicate", "same_event", "revision"):
+        # (the story state knowing this very article that dedup forgot -- it forgets on
+        # publication time, dedup on fetch time -- is a re-sighting, never a revision of itself)
+        if info.disposition == "unique" and asg.disposition in ("near_duplicate", "same_event", "revision") \
+                and asg.matched_ref != a.article_id:
             disposition, layer, dup = asg.disposition, asg.layer, asg.matched_ref
             if disposition == "revision" and layer == "title":  # what differs from the item it revises
                 extra["changed"] = title_layer_changes(f, self.assigner.articles.get(dup or ""))
