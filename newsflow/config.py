@@ -120,8 +120,9 @@ class FlowSettings(Section):
     #: ``<state-dir>/blobs`` (blob files expire on the poller side); "" refuses every body_ref
     blob_dir: str = ""
     #: a payload whose ``fetched_at`` is more than this ahead of its partition's watermark is
-    #: dead-lettered (``future_fetched_at``): one bad message can't move event time (a second
-    #: feed confirming the jump within this tolerance accepts it: a real gap in the stream)
+    #: dead-lettered (``future_fetched_at``): one bad message can't move event time (live: a
+    #: second feed confirming the jump within this tolerance accepts it, a real gap in the stream;
+    #: a file replay accepts every gap its later payloads go on from: ``newsflow.core.eventclock``)
     clock_jump_tolerance_hours: float = Field(24.0, gt=0)
     #: largest output record (bytes of JSON), under Kafka's default 1 MB ``message.max.bytes``:
     #: long text fields are cut (``truncated: true``), else the record becomes a dead letter
@@ -173,6 +174,8 @@ class NormalizeSettings(Section):
     max_items_per_payload: int = Field(_N.max_items_per_payload, ge=1)
     #: longest item body used (chars of the raw HTML/text); longer is cut, record ``truncated``
     max_item_body_chars: int = Field(_N.max_item_body_chars, ge=100)
+    #: deepest HTML nesting of an item body sanitized (quadratic in it); deeper -> ``html_too_deep``
+    max_html_depth: int = Field(_N.max_html_depth, ge=8, le=100_000)
     #: original bytes kept in a dead letter (``original_size`` has the full size)
     max_deadletter_original_bytes: int = Field(_N.max_deadletter_original_bytes, ge=0)
     #: default authority tiers of well-known sources, for feeds without a tier of their own:

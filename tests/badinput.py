@@ -181,6 +181,11 @@ def corpus(tmp: Path) -> tuple[list[bytes], list[Case]]:
     add("50k-items", {"too_many_items"}, articles=True,
         body=rss([(f"Item number {k} of many", f"short body {k}") for k in range(50_000)]))
     add("big-non-feed", {"not_a_feed"}, body=b"Z" * 2_800_000)
+    # slow inputs: HTML whose parse is quadratic in nesting depth, tags without an end
+    add("deep-html-bodies", {"html_too_deep"}, body=rss([(f"Deep item {k}", "<![CDATA[" + "<div>" * 19_990 + "]]>")
+                                                         for k in range(7)]))
+    add("unclosed-img-tags", set(), articles=True, body=rss([("Unclosed images", "<![CDATA[" + "<img " * 19_990 +
+                                                              "]]>")]))
     add("empty-feed", {"no_items"}, body=rss([]))
     for k in range(10):
         add(f"fuzz-{k}", {"not_a_feed", "no_items", "no_title_no_body", "html_instead_of_feed"}, articles=None,

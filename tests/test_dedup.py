@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import HOUR_MS, ms_to_iso
-from newsflow.dedup.exact import DedupShard, dedup_shard_key, state_key
+from newsflow.dedup.exact import DedupShard, dedup_shard_key, state_key, story_margin_ms
 from newsflow.feeds.normalize import content_hash
 from newsflow.model.records import Article
 
@@ -74,11 +74,21 @@ def test_state_expires_on_event_time_only() -> None:
     s.process(art("f1", "g1", "https://a.com/1"))
     s.advance(T0 + 71 * HOUR_MS)
     assert len(s) == 1
-    s.advance(T0 + 80 * HOUR_MS)
-    assert len(s) == 1  # the story layer may still hold it (publication time + 72 h + 12 h)
-    s.advance(T0 + 88 * HOUR_MS)
+    s.advance(T0 + 92 * HOUR_MS)
+    assert len(s) == 1  # the story layer may still hold it (publication time + 72 h + two 12 h slabs)
+    s.advance(T0 + 100 * HOUR_MS)
     assert len(s) == 0 and not s.by_url
-    assert s.process(art("f1", "g1", "https://a.com/1", t=T0 + 89 * HOUR_MS)).disposition == "unique"
+    assert s.process(art("f1", "g1", "https://a.com/1", t=T0 + 101 * HOUR_MS)).disposition == "unique"
+
+
+def test_the_publication_margin_covers_the_story_memory_whatever_the_window() -> None:
+    assert story_margin_ms(72 * HOUR_MS, 72 * HOUR_MS, 12 * HOUR_MS) == 24 * HOUR_MS
+    assert story_margin_ms(12 * HOUR_MS, 72 * HOUR_MS, 12 * HOUR_MS) == 84 * HOUR_MS
+    assert story_margin_ms(200 * HOUR_MS, 72 * HOUR_MS, 12 * HOUR_MS) == 0
+    s = DedupShard(12 * HOUR_MS, story_margin_ms=story_margin_ms(12 * HOUR_MS, 72 * HOUR_MS, 12 * HOUR_MS))
+    s.process(art("f1", "g1", "https://a.com/1"))
+    s.advance(T0 + 90 * HOUR_MS)  # the dedup window is long gone, the story layer may still know it
+    assert s.process(art("f1", "g1", "https://a.com/1", t=T0 + 91 * HOUR_MS)) is None  # a re-poll
 
 
 def test_resighting_keeps_state_alive() -> None:
@@ -116,7 +126,7 @@ def _refetch(a: Article, fetched_ms: int) -> Article:
 
 
 def test_unchanged_item_reserved_72_to_84h_later_is_not_a_new_article() -> None:
-    """Issue 9 bug 5: dedup forgot the item on fetch time while the story layer (publication
+    """Dedup forgot the item on fetch time while the story layer (publication
     time, 72 h + a 12 h slab) still knew it, so the re-served copy became a fake revision with
     the original's key. Dedup now keeps it until the story layer has let it go."""
     from newsflow.dedup.stories import StoryAssigner, featurize_batch
@@ -143,9 +153,9 @@ def test_dedup_state_still_expires_after_the_story_horizon() -> None:
     s = DedupShard(72 * HOUR_MS)
     a = art("f1", "g1", "https://a.com/1", t=T0)
     s.process(a)
-    s.advance(T0 + 90 * HOUR_MS)
+    s.advance(T0 + 100 * HOUR_MS)  # 72 h + two 12 h slabs after publication, and a sweep
     assert len(s) == 0 and s.by_url == {}
-    assert s.process(_refetch(a, T0 + 90 * HOUR_MS)).disposition == "unique"
+    assert s.process(_refetch(a, T0 + 100 * HOUR_MS)).disposition == "unique"
 
 
 def test_entries_keep_fingerprints_and_resume_from_snapshots_that_kept_the_values() -> None:

@@ -65,3 +65,25 @@ def test_the_edge_reference_clock_rejects_even_the_first_payload() -> None:
     v = judge_fetched_at(WM + 2 * TOL, "a", 0, None, tolerance_ms=TOL, reference_ms=WM)
     assert not v.accept and "edge clock" in v.detail
     assert judge_fetched_at(WM + H, "a", 0, None, tolerance_ms=TOL, reference_ms=WM).accept
+
+
+def test_in_an_archive_any_later_payload_at_or_past_a_gap_confirms_it() -> None:
+    """An archive's order is its time order: gaps in a row, whatever the feeds, all pass."""
+    g1 = judge_fetched_at(WM + 25 * H, "a", WM, None, tolerance_ms=TOL, seq="0:1", held=b"1", archive=True)
+    assert not g1.accept and g1.candidate == JumpCandidate(WM + 25 * H, "a", "0:1", b"1")
+    # the next poll gapped again: the first is confirmed, this one is held in turn (live: discarded)
+    g2 = judge_fetched_at(WM + 51 * H, "a", WM, g1.candidate, tolerance_ms=TOL, seq="0:2", held=b"2", archive=True)
+    assert not g2.accept and g2.confirmed == g1.candidate and g2.discarded is None
+    assert g2.candidate == JumpCandidate(WM + 51 * H, "a", "0:2", b"2")
+    live = judge_fetched_at(WM + 51 * H, "a", WM, g1.candidate, tolerance_ms=TOL)
+    assert live.discarded == g1.candidate
+    # the same feed within the tolerance confirms it (no second feed needed)
+    ok = judge_fetched_at(WM + 52 * H, "a", WM + 25 * H, g2.candidate, tolerance_ms=TOL, archive=True)
+    assert ok.accept and ok.confirmed == g2.candidate
+
+
+def test_in_an_archive_a_payload_the_archive_goes_back_from_is_still_a_clock_fault() -> None:
+    bad = judge_fetched_at(WM + 365 * 24 * H, "bad", WM, None, tolerance_ms=TOL, archive=True)
+    assert not bad.accept and bad.reason == FUTURE_FETCHED_AT
+    back = judge_fetched_at(WM + H, "a", WM, bad.candidate, tolerance_ms=TOL, archive=True)
+    assert back.accept and back.discarded == bad.candidate and back.confirmed is None

@@ -18,6 +18,7 @@ from newsflow.cli.main import run_file_flow
 from newsflow.config import Settings
 from newsflow.connectors.files import partition_of, write_archive
 from newsflow.connectors.inflight import InflightJournal
+from newsflow.core.timeutil import ms_to_iso
 from newsflow.model.records import RawPayload
 from newsflow.samples.demo import demo_payloads
 
@@ -75,6 +76,7 @@ def test_a_message_that_kills_the_process_is_dead_lettered_on_resume(tmp_path: P
     dead = [orjson.loads(x) for x in (out / "deadletter.jsonl").read_bytes().splitlines()]
     poison_dls = [d for d in dead if d["reason"] == "poison_message"]
     assert len(poison_dls) == 1 and "2 runs died" in poison_dls[0]["detail"]
+    assert poison_dls[0]["feed_id"] == "poison-feed" and poison_dls[0]["fetched_at"] == ms_to_iso(poison.fetched_at_ms)
     assert _articles(out).keys() == expected.keys()
     st = orjson.loads(journal.read_bytes())
     assert st["current"] is None and st["suspects"] == {} and st["pid"] == p.pid
@@ -110,3 +112,27 @@ def test_journal_overwrites_its_file_in_place_leaving_no_old_bytes(tmp_path: Pat
     assert not list(path.parent.glob("*.tmp"))
     j.begin("0000:000000000078")
     assert InflightJournal(tmp_path, "0000").crashes("0000:000000000078") == 1
+
+
+def test_the_poison_dead_letter_names_the_feed_and_fetch_time_of_its_message(tmp_path: Path) -> None:
+    """Read off the envelope's head without parsing the message (parsing it is what killed)."""
+    from newsflow.flows.pipeline import ParseLogic
+    from newsflow.wire.codec import encode_raw
+
+    at = 1_772_431_200_000
+    raw = encode_raw(RawPayload("poison-feed", "https://poison.example/rss", at, 200, b"<rss>" + b"<a>" * 1000))[1]
+    seq = "0000:000000000007"
+    for _ in range(2):  # two runs died while parsing it
+        InflightJournal(tmp_path, "0000").begin(seq)
+    parse = ParseLogic(Settings(), None, False, str(tmp_path))
+    out, _ = parse.on_item((seq, raw))
+    dls = [orjson.loads(o.value) for o in out]  # type: ignore[attr-defined]
+    assert [(d["reason"], d["feed_id"], d["fetched_at"]) for d in dls] == [
+        ("poison_message", "poison-feed", "2026-03-02T06:00:00Z")]
+    # an envelope whose head names no feed still gives its dead letter, with nulls
+    for _ in range(2):
+        InflightJournal(tmp_path, "0000").begin("0000:000000000008")
+    parse = ParseLogic(Settings(), None, False, str(tmp_path))
+    out, _ = parse.on_item(("0000:000000000008", b'{"x": 1, "fetched_at": "not a time"}'))
+    assert [(d["reason"], d["feed_id"], d["fetched_at"]) for d in (orjson.loads(o.value) for o in out)] == [  # type: ignore[attr-defined]
+        ("poison_message", None, None)]

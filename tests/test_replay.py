@@ -15,8 +15,11 @@ from newsflow.samples.demo import demo_payloads
 
 # configuration files of the two runs (the format of newsflow.config.load_settings)
 BASE_TOML = "[digests]\nrolling_minutes = 60\n"
-#: a 10-minute dedup window instead of 72 h: re-served items are no longer recognised
-SHORT_DEDUP_TOML = "[dedup]\nwindow_hours = 0.16666666666666666\n"
+#: 10 minutes of dedup and story memory instead of 72 h: near duplicates of items published
+#: earlier are no longer recognised (a short dedup window alone changes no disposition: dedup
+#: keeps an article as long as the story state may know it)
+SHORT_DEDUP_TOML = ("[dedup]\nwindow_hours = 0.16666666666666666\n"
+                    "[stories]\nwindow_hours = 0.16666666666666666\nslab_hours = 0.08333333333333333\n")
 
 
 def item(aid: str, score: float, stories: list[str] | None = None, title: str | None = None) -> dict[str, Any]:
@@ -148,9 +151,9 @@ def test_replay_compare_on_the_demo_sample(demo_archive: Path, tmp_path: Path,
     md = (tmp_path / "one" / "compare.md").read_text()
     page = (tmp_path / "one" / "compare.html").read_text()
     assert md.startswith("# Replay comparison: base vs short-dedup")
-    # a 10-minute dedup window instead of 72 h changes dispositions and digest windows
+    # 10 minutes of dedup and story memory instead of 72 h change dispositions and digest windows
     assert "Articles in both runs whose disposition changed:" in md
-    assert "| near\\_duplicate | revision |" in md
+    assert "| near\\_duplicate | unique |" in md
     assert "Digest windows (matched by the time they cover):" in md and "Every digest window has the same" not in md
     assert "<table>" in page and "short-dedup" in page
 

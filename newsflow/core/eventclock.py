@@ -22,6 +22,18 @@ quiet week) must not stall the flow forever. Rules, with ``tol`` = the tolerance
   May 2020, one 4-day gap in the first 20k UCI rows); when the next payload does not confirm it
   (``ClockVerdict.discarded``), or at the end of the input, it becomes a ``future_fetched_at``
   dead letter with its bytes.
+
+Live input (Kafka) is judged by the rules above: there a ``fetched_at`` far ahead of the
+partition is a clock fault (a poller's or a producer's clock), and a gap passes only when a
+second opinion confirms it. An **archive** (a file replay, ``archive=True``) is different: its
+order is its time order, and a gap between its polls is real (a poller that was down, a scraper
+that missed days: two gaps in a row, or a last poll after one, lost real polls to the rules
+above). There a payload ahead of the clock is held as above, but it is confirmed by *any* later
+payload at or beyond it (within ``tol``), whatever its feed, and a payload still held when the
+partition ends is processed; it is a dead letter only when the archive's next payload goes back
+near the old clock (the archive itself contradicts it: a clock fault inside the archive). So a
+``future_fetched_at`` dead letter of a replay always means "the archive came back", and one of
+live input means "no second opinion confirmed the jump"; the dead letter's detail says which.
 """
 
 from __future__ import annotations
@@ -52,9 +64,10 @@ class ClockVerdict(NamedTuple):
 def judge_fetched_at(
     fetched_ms: int, feed_id: str, watermark_ms: int, candidate: JumpCandidate | None, *,
     tolerance_ms: int, reference_ms: int | None = None, seq: str = "", held: bytes = b"",
-    sole_feed: bool = False,
+    sole_feed: bool = False, archive: bool = False,
 ) -> ClockVerdict:
-    """Decide whether a payload fetched at ``fetched_ms`` may enter the flow (see module doc)."""
+    """Decide whether a payload fetched at ``fetched_ms`` may enter the flow (see module doc;
+    ``archive``: the input is an archive in its time order, where a gap is real)."""
     if reference_ms is not None and fetched_ms > reference_ms + tolerance_ms:
         return ClockVerdict(False, FUTURE_FETCHED_AT,
                             f"fetched_at is {fetched_ms - reference_ms} ms ahead of the edge clock "
@@ -74,6 +87,12 @@ def judge_fetched_at(
                             f"payload (tolerance {tolerance_ms} ms)", here, candidate)
     if fetched_ms <= watermark_ms + tolerance_ms:
         return ClockVerdict(True, None, "", None, discarded=candidate)
+    if archive and candidate is not None and fetched_ms >= candidate.fetched_ms - tolerance_ms:
+        # the archive went on past the held payload: its gap was real, it goes first and this
+        # one is judged against it (accepted, or held in turn: another gap)
+        if fetched_ms <= candidate.fetched_ms + tolerance_ms:
+            return ClockVerdict(True, None, "the archive went on past the gap", None, candidate)
+        return ClockVerdict(False, None, "the archive went on past the gap, and gapped again", here, candidate)
     if (candidate is not None and (candidate.feed_id != feed_id or sole_feed)
             and abs(fetched_ms - candidate.fetched_ms) <= tolerance_ms):
         return ClockVerdict(True, None, "jump confirmed by a second feed" if candidate.feed_id != feed_id

@@ -15,9 +15,11 @@ Every decision links the copy into ``seen_in`` (feeds/publishers it was seen in)
 
 Expiry: an entry lives ``window_ms`` after its last sighting (fetch time) *and* until
 ``window_ms + story_margin_ms`` after its publication time. The story layers downstream keep an
-article on the publication-time clock for up to 72 h + one 12 h slab; if dedup forgot it first,
-an unchanged item re-served 72–84 h later came back as "unique" with the original's key and the
-story layer turned it into a fake ``revision`` that overwrote the original record.
+article on the publication-time clock for up to their window + two slabs (:func:`story_margin_ms`
+sets the margin from them); if dedup forgot it first, an unchanged item re-served later came back
+as "unique" with the original's key and the story layer, which still knew the article, turned it
+into a fake ``revision`` (``changed=[]``, ``duplicate_of`` itself) that overwrote the original
+record -- with a 12 h dedup window, most re-served items of a real archive.
 """
 
 from __future__ import annotations
@@ -45,6 +47,14 @@ def state_key(text: str) -> bytes:
     the string (real GUIDs and URLs are often 60-150 characters, kept twice per article; a
     collision needs ~2^64 keys in one shard's window)."""
     return xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
+
+
+def story_margin_ms(window_ms: int, story_window_ms: int, story_slab_ms: int) -> int:
+    """How much longer than ``window_ms`` after its publication an entry must live so that dedup
+    never forgets an article the story layer still knows: the story state drops an article once
+    its slab (``story_slab_ms``) is ``story_window_ms`` old, checked once per slab, so it may keep
+    it up to ``story_window_ms + 2 * story_slab_ms`` after publication, whatever the dedup window."""
+    return max(0, story_window_ms + 2 * story_slab_ms - window_ms)
 
 
 def dedup_shard_key(article: Article, shards: int) -> str:
@@ -150,8 +160,8 @@ class DedupShard:
 
     window_ms: int
     emit_repolls: bool = False
-    #: kept this much longer than ``window_ms`` after publication (the story state's 12 h slab)
-    story_margin_ms: int = 12 * 3_600_000
+    #: kept this much longer than ``window_ms`` after publication (:func:`story_margin_ms`)
+    story_margin_ms: int = 24 * 3_600_000
     #: :func:`state_key` of the GUID / of the canonical URL -> its entry / cluster
     by_guid: dict[bytes, GuidEntry] = field(default_factory=dict)
     by_url: dict[bytes, Cluster] = field(default_factory=dict)

@@ -26,16 +26,19 @@ from newsflow.model.records import Article, DeadLetter, Media, RawPayload
 from newsflow.model.vocab import HealthStatus
 from newsflow.text.boilerplate import without_boilerplate
 from newsflow.text.html import (
+    MAX_HTML_DEPTH,
     clean_title,
     collapse_ws,
     first_img_src,
     first_line,
+    html_depth,
     html_to_text,
     is_partial_content,
     looks_like_html_page,
     reading_time_minutes,
     sanitize_html,
     strip_dateline,
+    text_of_sanitized,
     word_count,
 )
 
@@ -61,6 +64,9 @@ class NormalizeConfig:
     max_items_per_payload: int = 2_000
     #: longest item body used (chars of the raw HTML/text); longer is cut, record ``truncated``
     max_item_body_chars: int = 100_000
+    #: deepest HTML element nesting of an item body handed to the sanitizer (quadratic in it);
+    #: deeper -> dead letter ``html_too_deep`` (``newsflow.text.html.MAX_HTML_DEPTH``)
+    max_html_depth: int = MAX_HTML_DEPTH
     #: original bytes kept in a dead letter (the rest is cut; ``original_size`` has the full size)
     max_deadletter_original_bytes: int = 256 * 1024
     #: default tiers of well-known sources for feeds without a tier of their own (None: off)
@@ -324,7 +330,19 @@ def normalize_entry(
     truncated = len(raw_body) > settings.max_item_body_chars
     if truncated:  # bounded work per item: html_to_text/sanitize/fingerprints see the cap only
         raw_body = raw_body[: settings.max_item_body_chars]
-    body_text = strip_dateline(html_to_text(raw_body))
+    is_html = "<" in raw_body
+    if is_html and html_depth(raw_body, settings.max_html_depth) > settings.max_html_depth:
+        # the sanitizer's work grows with the square of the nesting depth: refused before it
+        return make_deadletter(
+            "normalize", "html_too_deep",
+            f"item body nests HTML elements more than {settings.max_html_depth} deep "
+            "(normalize.max_html_depth; the HTML sanitizer's work grows with the square of the depth): "
+            "not normalized", _entry_bytes(entry), feed_id=payload.feed_id,
+            fetched_ms=payload.fetched_at_ms, item_index=index,
+        )
+    # one parse per item: the text is read off the sanitized HTML (the same text)
+    body_html = sanitize_html(raw_body) if is_html else html_to_text(raw_body)
+    body_text = strip_dateline(text_of_sanitized(body_html) if is_html else body_html)
     title = clean_title((entry.get("title") or "")[:MAX_TITLE_CHARS * 4])
     if len(title) > MAX_TITLE_CHARS:
         title, truncated = title[:MAX_TITLE_CHARS], True
@@ -343,7 +361,6 @@ def normalize_entry(
     published_ms, uncertain, date_source = extract_date(
         entry, feed_format, payload.fetched_at_ms, settings.future_tolerance_ms
     )
-    body_html = sanitize_html(raw_body) if "<" in raw_body else html_to_text(raw_body)
     words = word_count(body_text)
     return Article(
         article_id=stable_id(payload.feed_id, guid),

@@ -11,6 +11,7 @@ notifications are the wrapped logic's. The wiring splits the dead letters off to
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -19,10 +20,12 @@ import orjson
 from bytewax.operators import StatefulLogic
 
 from newsflow.core.pickling import Shared
+from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
 from newsflow.model.messages import Batch, Output
 from newsflow.wire.codec import deadletter_to_dict, dumps
+from newsflow.wire.envelope import MAX_FETCHED_MS, MIN_FETCHED_MS
 
 log = logging.getLogger(__name__)
 INTERNAL_ERROR = "internal_error"
@@ -48,6 +51,30 @@ def _feed_of(item: Any) -> tuple[str | None, int | None]:
     if isinstance(rec, dict) and isinstance(rec.get("feed_id"), str):
         return rec["feed_id"], None
     return None, None
+
+
+#: the envelope's feed id and fetch time as the poller writes them (JSON strings without escapes)
+_HEAD_FEED = re.compile(rb'"feed_id"\s*:\s*"([^"\\]{1,500})"')
+_HEAD_FETCHED = re.compile(rb'"fetched_at"\s*:\s*"([^"\\]{1,64})"')
+#: how much of a raw message's start is searched: the poller's envelopes put both fields first
+HEAD_BYTES = 4096
+
+
+def envelope_head(raw: bytes) -> tuple[str | None, int | None]:
+    """The feed id and fetch time (ms) of a raw message, read off its first bytes with a regex,
+    never by decoding it: a poison message's dead letter names its feed even though decoding and
+    parsing it is what killed the runs before. ``None`` for what the head does not show."""
+    head = raw[:HEAD_BYTES]
+    fid = m.group(1).decode("utf-8", "replace") if (m := _HEAD_FEED.search(head)) else None
+    ms: int | None = None
+    if (m := _HEAD_FETCHED.search(head)) is not None:
+        try:
+            ms = iso_to_ms(m.group(1).decode("ascii"))
+        except (ValueError, UnicodeDecodeError, OverflowError):
+            ms = None
+        if ms is not None and not MIN_FETCHED_MS <= ms < MAX_FETCHED_MS:  # (as the envelope check)
+            ms = None
+    return fid, ms
 
 
 def internal_error(stage: str, topic: str, exc: BaseException, item: Any, max_original: int) -> Output:

@@ -51,7 +51,7 @@ from newsflow.core.pickling import Shared
 from newsflow.core.placement import input_keys, key_name, placed_key
 from newsflow.core.snapshot import MIN_VERSION, PER_WINDOW_VERSION, Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
-from newsflow.dedup.exact import DedupShard, dedup_shard_key
+from newsflow.dedup.exact import DedupShard, dedup_shard_key, story_margin_ms
 from newsflow.dedup.stories import (
     StoryAssigner,
     StoryFeatures,
@@ -67,7 +67,7 @@ from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
 from newsflow.feeds.tiers import NO_TABLE, SourceTiers
 from newsflow.flows import metrics
-from newsflow.flows.isolation import internal_error, isolated
+from newsflow.flows.isolation import envelope_head, internal_error, isolated
 from newsflow.model.messages import (
     Batch,
     Deduped,
@@ -190,12 +190,14 @@ def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], 
 class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
     """One input partition: raw message ``(seq, bytes)`` -> records for the sinks and items for
     the dedup shards; keeps the partition's watermark and emits a :class:`Tick` to every shard
-    when it crosses a ``tick_ms`` boundary."""
+    when it crosses a ``tick_ms`` boundary. ``archive``: the input is a file replay, whose order
+    is its time order (a gap in it is real: ``newsflow.core.eventclock``); else live (Kafka)."""
 
     def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool,
-                 inflight_dir: str | None = None) -> None:
+                 inflight_dir: str | None = None, *, archive: bool = False) -> None:
         self.s = settings
         self.recovery = recovery
+        self.archive = archive
         self.keys = shard_keys(settings)
         self.placed = placed_shard_keys(settings)
         self.normalize_config = settings.normalize.to_config()
@@ -228,9 +230,10 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
         journal = self.journals.of(seq)
         crashes = journal.crashes(seq)
         if crashes >= self.s.flow.poison_after_crashes:
+            feed_id, fetched_ms = envelope_head(raw)  # (not decoded: that is what may kill)
             dl = make_deadletter("envelope", "poison_message",
                                  f"{crashes} runs died while parsing this message; it is not parsed again",
-                                 raw, feed_id=None, fetched_ms=None, item_index=None,
+                                 raw, feed_id=feed_id, fetched_ms=fetched_ms, item_index=None,
                                  max_original=self.s.normalize.max_deadletter_original_bytes)
             metrics.DEADLETTERS.labels("envelope", "poison_message").inc()
             journal.done(seq)
@@ -257,10 +260,10 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             self.feeds.append(payload.feed_id)
         v = judge_fetched_at(payload.fetched_at_ms, payload.feed_id, self.wm, self.candidate,
                              tolerance_ms=self.s.flow.clock_jump_tolerance_ms, seq=seq, held=raw,
-                             sole_feed=len(self.feeds) == 1)
+                             sole_feed=len(self.feeds) == 1, archive=self.archive)
         self.candidate = v.candidate  # held in the snapshot until confirmed or discarded
         if v.discarded is not None:
-            out.append(self._clock_deadletter(v.discarded))
+            out.append(self._clock_deadletter(v.discarded, payload.fetched_at_ms))
         if v.confirmed is not None:  # the held payload was right after all: it goes first
             out.extend(self._payload(v.confirmed.seq, v.confirmed.held, decode_raw(v.confirmed.held)))
         if not v.accept:
@@ -282,18 +285,28 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
             return []
         held, self.candidate = self.candidate, None
         out: list[ParseOutput] = []
-        if held is not None and self.wm <= 0:
+        if held is not None and (self.wm <= 0 or self.archive):  # nothing contradicted it
             out.extend(self._payload(held.seq, held.held, decode_raw(held.held)))
         elif held is not None:
             out.append(self._clock_deadletter(held))
         out.extend(ToShard(k, Tick(END, self.wm)) for k in self.keys)
         return out
 
-    def _clock_deadletter(self, c: JumpCandidate) -> Output:
-        dl = make_deadletter("envelope", FUTURE_FETCHED_AT,
-                             f"fetched_at {ms_to_iso(c.fetched_ms)} is more than {self.s.flow.clock_jump_tolerance_ms} ms "
-                             f"ahead of the partition's event time {ms_to_iso(self.wm)}, and no other feed "
-                             "confirmed the jump", c.held, feed_id=c.feed_id, fetched_ms=c.fetched_ms,
+    def _clock_deadletter(self, c: JumpCandidate, next_ms: int | None = None) -> Output:
+        """The dead letter of a payload too far ahead; its detail says which guard: in an archive,
+        the archive's next payload (fetched at ``next_ms``) went back (a clock fault inside the
+        archive, not a gap); live, nothing confirmed the jump (a clock fault at the edge)."""
+        head = (f"fetched_at {ms_to_iso(c.fetched_ms)} is more than {self.s.flow.clock_jump_tolerance_ms} ms "
+                f"ahead of the partition's event time {ms_to_iso(self.wm)}")
+        if self.archive:
+            detail = (f"{head}, and the archive's next payload{'' if next_ms is None else ' ' + ms_to_iso(next_ms)} "
+                      "went back before it: a clock fault inside the archive, not a gap (a gap is followed by "
+                      "payloads at or after it)")
+        else:
+            detail = (f"{head}, and no other feed confirmed the jump: live input, a clock fault at the edge "
+                      "(a replay of an archive with gaps: replay the file, where gaps are real, or raise "
+                      "flow.clock_jump_tolerance_hours)")
+        dl = make_deadletter("envelope", FUTURE_FETCHED_AT, detail, c.held, feed_id=c.feed_id, fetched_ms=c.fetched_ms,
                              item_index=None, max_original=self.s.normalize.max_deadletter_original_bytes)
         metrics.DEADLETTERS.labels("envelope", FUTURE_FETCHED_AT).inc()
         return _dl_out(self.s.kafka.topics.deadletter, dl)
@@ -377,6 +390,9 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
         self.shard: DedupShard = (
             st["shard"] if "shard" in st else DedupShard(settings.dedup.window_ms, settings.dedup.emit_repolls)
         )
+        # (also on a resumed shard: its snapshot may predate the current story settings)
+        self.shard.story_margin_ms = story_margin_ms(settings.dedup.window_ms, self.story_config.window_ms,
+                                                     self.story_config.slab_ms)
         self.merge: EpochMerge = st["merge"] if "merge" in st else EpochMerge(sources)
 
     def on_item(self, value: ShardInput) -> tuple[Iterable[DedupOutput | Output], bool]:
@@ -519,7 +535,10 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         asg = self.assigner.assign(f, now_ms=None, duplicate_of=info.duplicate_of if exact else None)
         disposition, layer, dup = info.disposition, info.layer, info.duplicate_of
         extra: JsonRecord = {}
-        if info.disposition == "unique" and asg.disposition in ("near_duplicate", "same_event", "revision"):
+        # (the story state knowing this very article that dedup forgot -- it forgets on
+        # publication time, dedup on fetch time -- is a re-sighting, never a revision of itself)
+        if info.disposition == "unique" and asg.disposition in ("near_duplicate", "same_event", "revision") \
+                and asg.matched_ref != a.article_id:
             disposition, layer, dup = asg.disposition, asg.layer, asg.matched_ref
             if disposition == "revision" and layer == "title":  # what differs from the item it revises
                 extra["changed"] = title_layer_changes(f, self.assigner.articles.get(dup or ""))
@@ -834,16 +853,19 @@ def newsflow_steps(
     raw: Stream[tuple[str, tuple[str, bytes]]], settings: Settings, *, recovery: bool = False,
     interactions: Stream[tuple[str, tuple[str, bytes]]] | None = None, profiles: ProfilesConfig | None = None,
     ix_partitions: int = 1, inflight_dir: str | None = None, partitions: Iterable[str] = ("p0000",),
+    archive: bool = False,
 ) -> Stream[Output]:
     """All steps from keyed raw messages ``(partition, (seq, bytes))`` to :class:`Output` records;
     ``partitions``: every key of ``raw`` (the dedup shards merge them on event time, so each must
     tick: traffic or heartbeats). With keyed ``interactions`` (same shape) and ``profiles``, the
-    profile steps too (``newsflow.flows.profiles``)."""
+    profile steps too (``newsflow.flows.profiles``). ``archive``: ``raw`` is a file replay
+    (:class:`ParseLogic`)."""
     tune_gc(settings.flow.gc_young_threshold)
     sources = tuple(sorted(key_name(p) for p in partitions))  # the merges name sources by name
     pw = per_window(settings, profiles)
     parsed = op.stateful(STEP_PARSE, raw, isolated("parse", settings,
-                                                    lambda r: ParseLogic(settings, r, recovery, inflight_dir)))
+                                                    lambda r: ParseLogic(settings, r, recovery, inflight_dir,
+                                                                                 archive=archive)))
     split = op.branch("split_parse", parsed, lambda kv: isinstance(kv[1], Output))
     direct: Stream[Output] = op.map("parse_outputs", split.trues, lambda kv: kv[1])  # type: ignore[arg-type,return-value]
     to_shards: Stream[tuple[str, ShardInput | Batch]] = op.flat_map_batch(
@@ -997,7 +1019,7 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
         profiles, n_ix = profiles or ProfilesConfig(), 1
     outs = newsflow_steps(keyed, settings, recovery=recovery, interactions=ix, profiles=profiles,
                           ix_partitions=n_ix, inflight_dir=inflight_dir,
-                          partitions=list(pkeys.values()))
+                          partitions=list(pkeys.values()), archive=True)
     t = settings.kafka.topics
     topics = [t.articles, t.digests, t.feed_health, t.deadletter, t.stories]
     # each file, once the replay ends, in an order that does not depend on the workers
