@@ -695,6 +695,11 @@ class KafkaSettings(Section):
     retention_hours: RetentionHours = RetentionHours()
     #: an unreachable broker is reported after this long (s)
     timeout_s: float = Field(10.0, gt=0, le=300)
+    #: a record not acknowledged by Kafka this long after it was produced counts as not
+    #: delivered (librdkafka's ``message.timeout.ms`` of every producer: the flow's sinks, the
+    #: poller's, ``newsflow produce``): the flow and the poller then stop without committing,
+    #: ``produce`` exits 2 with the count it could not deliver
+    message_timeout_ms: int = Field(300_000, ge=1000, le=2_147_483_647)
 
     @field_validator("brokers", mode="before")
     @classmethod

@@ -451,7 +451,12 @@ def cmd_import_uci(args: argparse.Namespace) -> int:
 
 def cmd_produce(args: argparse.Namespace) -> int:
     from newsflow.connectors.files import Unreadable, archive_lines
-    from newsflow.connectors.topics import ensure_topics, produce_values
+    from newsflow.connectors.topics import (
+        ensure_topics,
+        produce_values,
+        settings_config,
+        silent_logger,
+    )
 
     settings = load_config(args)
     check_input(args.input)
@@ -466,7 +471,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
             else:
                 yield x
 
-    n = produce_values(brokers, settings.kafka.topics.raw, lines())
+    # (librdkafka's retries stay quiet: a record it could not deliver is counted and reported)
+    n = produce_values(brokers, settings.kafka.topics.raw, lines(),
+                       add_config=settings_config(settings, {"logger": silent_logger()}))
     print(f"produced {n} raw payloads to {settings.kafka.topics.raw}")
     if breaks:
         msg = f"{'; '.join(breaks)} (the lines before it were produced)"
@@ -592,6 +599,14 @@ def main(argv: list[str] | None = None) -> int:
     except ProcessFailed as e:  # the failed process's output is already on stderr
         print(f"newsflow: error: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # a Kafka failure (also wrapped by Bytewax): one line naming the cause
+        from newsflow.connectors.kafka import kafka_error_line
+
+        line = kafka_error_line(e)
+        if line is None:
+            raise
+        print(f"newsflow: error: {line}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # python -m newsflow.cli.main: run the importable module, not a copy

