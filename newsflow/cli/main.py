@@ -379,7 +379,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bytewax._bytewax import cli_main
 
     from newsflow.cli.ops import observed
-    from newsflow.connectors.topics import ensure_topics, kafka_logger
+    from newsflow.connectors.topics import ensure_topics
     from newsflow.flows.metrics import flow_status
     from newsflow.flows.pipeline import kafka_flow
 
@@ -388,13 +388,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     brokers = reachable_brokers(args, settings)
     ensure_topics(brokers, settings, partitions=args.partitions)
     recovery = ensure_recovery_dir(args.recovery_dir) if args.recovery_dir else None
-    # librdkafka's log lines go through Python logging, each distinct one at most once a minute
-    quiet: dict[str, Any] = {"logger": kafka_logger()}
     # with profiles configured, the interactions topic is the second input and profiles learn
     profiles = settings.profiles.to_config() if settings.profiles.configured else None
     flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None,
-                      add_config=quiet, inflight_dir=args.recovery_dir, profiles=profiles)
-    with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.kafka.topics.raw):
+                      inflight_dir=args.recovery_dir, profiles=profiles)
+    resume = (f"a restart with --recovery-dir {args.recovery_dir} resumes from its last snapshot" if recovery
+              else "without --recovery-dir a restart reads feeds.raw from the beginning")
+    with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.kafka.topics.raw,
+                  stop_note=resume):
         # (the configured epoch: without it Bytewax's default of 10 s applied, not flow.epoch_seconds)
         cli_main(flow, workers_per_process=workers, recovery_config=recovery,
                  epoch_interval=timedelta(seconds=settings.flow.epoch_seconds))

@@ -31,7 +31,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import KafkaError as CKafkaError
 
 from newsflow.config import Settings
-from newsflow.connectors.topics import producer_config
+from newsflow.connectors.topics import kafka_logger, producer_config, settings_config
 from newsflow.core.placement import input_keys
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
@@ -83,8 +83,11 @@ _probe_log.addHandler(logging.NullHandler())
 _probe_log.propagate = False
 
 
-def _consumer_config(add_config: dict[str, str] | None) -> dict[str, str]:
-    return {k: v for k, v in (add_config or {}).items() if not k.startswith(_PRODUCER_ONLY)}
+def _consumer_config(add_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``add_config`` without the producer-only properties; librdkafka's log lines go to the
+    throttled :func:`~newsflow.connectors.topics.kafka_logger` unless it names a logger."""
+    return {"logger": kafka_logger(),
+            **{k: v for k, v in (add_config or {}).items() if not k.startswith(_PRODUCER_ONLY)}}
 
 
 # ---------------------------------------------------------------- input
@@ -278,7 +281,7 @@ def kafka_raw_input(
         return (pkeys[msg.partition], (f"{msg.partition:04d}:{msg.offset:012d}", msg.value or b""))
 
     errs = op.map("kafka_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
-    op.output("kafka_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config),
+    op.output("kafka_errs_out", errs, ReliableKafkaSink(brokers, settings_config(settings, add_config),
                                                         headers=topic_headers(settings)))
     return op.map("key_by_partition", split.trues, keyed), keys
 
@@ -295,7 +298,7 @@ def kafka_interactions_input(
     items = _raw_source("kafka_interactions_in", flow, src)
     split = op.branch("kafka_interactions_split", items, lambda m: isinstance(m, KafkaSourceMessage))
     errs = op.map("kafka_ix_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
-    op.output("kafka_ix_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config),
+    op.output("kafka_ix_errs_out", errs, ReliableKafkaSink(brokers, settings_config(settings, add_config),
                                                            headers=topic_headers(settings)))
     keyed = op.map("key_interactions", split.trues, lambda m: (
         f"ix{m.partition:04d}", (f"ix{m.partition:04d}:{m.offset:012d}", m.value or b"")))
@@ -383,5 +386,5 @@ def kafka_outputs(
 ) -> None:
     """Every output record to its topic; the message key is the record's idempotent key, the
     headers name the value's schema (``schema``, ``schema_version``, ``content-type``)."""
-    op.output("kafka_out", outs, ReliableKafkaSink(brokers, producer_config(None, add_config),
+    op.output("kafka_out", outs, ReliableKafkaSink(brokers, settings_config(settings, add_config),
                                                    headers=topic_headers(settings)))

@@ -4,6 +4,7 @@ topic creation, producing a raw archive."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -122,15 +123,27 @@ class BrokerUnreachableError(ConnectionError):
     """No Kafka broker answered within the configured timeout."""
 
 
+#: the parts of a librdkafka line that change from one repeat to the next: ``(after 0ms in state
+#: CONNECT, 4 identical error(s) suppressed)`` of a connection error
+_VARYING = re.compile(r" ?\(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)")
+
+
 class _OncePerMinute(logging.Filter):
-    """librdkafka repeats each connection error every few hundred ms: keep one per minute."""
+    """librdkafka repeats each connection error while a broker is away: keep one per minute of
+    each distinct line (the same line but for its repeat counters counts as the same).
+
+    >>> f = _OncePerMinute()
+    >>> line = "FAIL [rdkafka#producer-1] a:1/bootstrap: Connect to a:1 failed: refused (after {}ms in state CONNECT{})"
+    >>> [f.filter(logging.makeLogRecord({"msg": line.format(ms, n)})) for ms, n in ((0, ""), (3, ", 9 identical error(s) suppressed"))]
+    [True, False]
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.last: dict[str, float] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        key = record.getMessage()
+        key = _VARYING.sub("", record.getMessage())
         now = time.monotonic()
         if now - self.last.get(key, -1e9) < 60.0:
             return False

@@ -1,0 +1,76 @@
+"""``newsflow run`` stops cleanly on Ctrl-C and SIGTERM (exit 0, one line, no Rust panic, no
+traceback) and a restart with the same recovery directory goes on where it stopped; the real CLI
+as a subprocess on the real broker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from newsflow.config import KafkaSettings, Settings, Topics
+from newsflow.connectors.topics import ensure_topics, produce_values
+from newsflow.samples.demo import demo_payloads
+from newsflow.wire.codec import encode_raw
+from tests.test_kafka_delivery import topic_count
+
+pytestmark = pytest.mark.kafka
+
+
+def topics_config(path: Path) -> Topics:
+    """Topics unique to the test, written as a configuration file at ``path``."""
+    suffix = uuid.uuid4().hex[:8]
+    topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
+    path.write_text("[kafka.topics]\n" + "".join(f'{r} = "{n}"\n' for r, n in topics.roles().items()))
+    return topics
+
+
+def start_run(bootstrap: str, cfg: Path, rec: Path, *extra: str) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "newsflow.cli.main", "run", "--brokers", bootstrap, "--config", str(cfg),
+           "--recovery-dir", str(rec), "--metrics-port", "0", *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "RUST_BACKTRACE": "1"})
+
+
+def wait_for_output(bootstrap: str, topic: str, proc: subprocess.Popen[bytes], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while topic_count(bootstrap, topic) == 0:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"no records on {topic}"
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_run_stops_cleanly_on_a_signal(sig: signal.Signals, kafka_bootstrap: str, tmp_path: Path) -> None:
+    cfg = tmp_path / "newsflow.toml"
+    topics = topics_config(cfg)
+    ensure_topics([kafka_bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
+    values = [encode_raw(p)[1] for p in demo_payloads()]
+    produce_values([kafka_bootstrap], topics.raw, values)
+    rec = tmp_path / "recovery"
+    proc = start_run(kafka_bootstrap, cfg, rec)
+    try:
+        wait_for_output(kafka_bootstrap, topics.articles, proc)
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = err.decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "panicked" not in text and "Traceback" not in text and "BytewaxRuntimeError" not in text, text
+    lines = [x for x in text.splitlines() if x.strip()]
+    stops = [x for x in lines if "flow stopped" in x]
+    assert len(stops) == 1 and f"flow stopped by {sig.name}; a restart with --recovery-dir" in stops[0], lines
+    assert lines[-1] == stops[0], lines
+    assert len(lines) == 2, lines  # "flow starting ..." and the stop
+    assert took < 30, took
