@@ -31,11 +31,12 @@ def topics_config(path: Path) -> Topics:
     return topics
 
 
-def start_run(bootstrap: str, cfg: Path, rec: Path, *extra: str) -> subprocess.Popen[bytes]:
+def start_run(bootstrap: str, cfg: Path, rec: Path, *extra: str,
+              env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "newsflow.cli.main", "run", "--brokers", bootstrap, "--config", str(cfg),
            "--recovery-dir", str(rec), "--metrics-port", "0", *extra]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", "RUST_BACKTRACE": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "RUST_BACKTRACE": "1", **(env or {})})
 
 
 def wait_for_output(bootstrap: str, topic: str, proc: subprocess.Popen[bytes], timeout: float = 90) -> None:

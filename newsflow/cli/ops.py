@@ -97,7 +97,9 @@ _MAX_PANIC_MESSAGE_LINES = 40
 
 
 def _forward_without_panics(src: int, dst: int) -> None:
-    mode = "pass"  # "message" (after "panicked at"), "frames" (after "stack backtrace:")
+    # "message" (after "panicked at"), "frames" (after "stack backtrace:"), "end" (the blank
+    # line Rust prints after a panic)
+    mode = "pass"
     held = 0
     with os.fdopen(src, "rb", buffering=0) as f:
         for line in iter(f.readline, b""):
@@ -111,7 +113,7 @@ def _forward_without_panics(src: int, dst: int) -> None:
                     mode = "frames"
                     continue
                 if _NOTE.match(body):
-                    mode = "pass"
+                    mode = "end"
                     continue
                 if held <= _MAX_PANIC_MESSAGE_LINES and not body.startswith(b"Traceback "):
                     continue
@@ -121,6 +123,11 @@ def _forward_without_panics(src: int, dst: int) -> None:
                     continue
                 mode = "pass"
                 if _NOTE.match(body):
+                    mode = "end"
+                    continue
+            elif mode == "end":
+                mode = "pass"
+                if not body:
                     continue
             os.write(dst, line)
 
