@@ -270,6 +270,7 @@ def produce_values(brokers: list[str], topic: str, values: Iterable[bytes], key_
         from newsflow.connectors.kafka import KafkaDeliveryFailed
 
         msg = (f"Kafka did not acknowledge {len(failed)} of {n} records produced to {topic} "
-               f"({failed[0]}); {n - len(failed)} were delivered")
+               f"({failed[0]}); {n - len(failed)} were delivered; the rest are not on the topic but "
+               "for those in flight when the broker stopped answering, which it may have written")
         raise KafkaDeliveryFailed(msg)
     return n
