@@ -139,3 +139,50 @@ def test_produce_to_a_healthy_broker_exits_0_with_every_record_on_the_topic(kafk
     assert proc.returncode == 0, err
     assert out.decode().strip() == f"produced {n} raw payloads to {topic}"
     assert topic_count(kafka_bootstrap, topic) == n
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("cmd", ["run", "produce", "poll"])
+def test_an_unreachable_broker_is_one_line_exit_2(cmd: str, tmp_path: Path) -> None:
+    archive = tmp_path / "a.jsonl"
+    write_lines(archive, 1)
+    reg = tmp_path / "feeds.toml"
+    reg.write_text('[[feed]]\nid = "wire"\nurl = "http://127.0.0.1:9/feed.xml"\nname = "Wire"\n'
+                   'publisher = "Wire Co"\ntier = "T1"\ncategory = "world"\nlanguage = "en"\n')
+    where = {"run": ["--metrics-port", "0"], "produce": [str(archive)],
+             "poll": ["--registry", str(reg), "--allow-private", "--metrics-port", "0"]}[cmd]
+    brokers = f"127.0.0.1:{closed_port()}"
+    proc = cli(cmd, *where, "--brokers", brokers, "--broker-timeout", "1")
+    _, err = proc.communicate(timeout=60)
+    lines = error_lines(err)
+    assert proc.returncode == 2, lines
+    assert len(lines) == 1 and lines[0].startswith(f"newsflow: error: Kafka broker {brokers} unreachable after 1 s"), lines
+
+
+def test_librdkafka_lines_of_the_pollers_producer_go_through_the_throttled_logger() -> None:
+    """A producer built as the poller builds it, for a port nobody listens on: librdkafka's
+    connection errors are log records of ``newsflow.kafka`` (each distinct line once a minute),
+    never its raw ``%3|...|FAIL|`` lines on stderr."""
+    code = (
+        "import logging, time\n"
+        "logging.basicConfig(level=logging.WARNING, format='LOG %(name)s: %(message)s')\n"
+        "from newsflow.connectors.poller import KafkaRecordSink, KafkaRecord\n"
+        f"part = KafkaRecordSink(['127.0.0.1:{closed_port()}']).build('s', 0, 1)\n"
+        "part._p.produce('t', b'x')\n"
+        "t0 = time.monotonic()\n"
+        "while time.monotonic() - t0 < 4:\n"
+        "    part._p.poll(0.1)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    text = out.stderr.decode(errors="replace")
+    assert out.returncode == 0, text
+    assert "%3|" not in text and "|FAIL|" not in text, text
+    fails = [x for x in text.splitlines() if x.startswith("LOG newsflow.kafka: FAIL ")]
+    assert len(fails) == 1 and "Connection refused" in fails[0], text
