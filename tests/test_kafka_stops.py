@@ -75,3 +75,45 @@ def test_run_stops_cleanly_on_a_signal(sig: signal.Signals, kafka_bootstrap: str
     assert lines[-1] == stops[0], lines
     assert len(lines) == 2, lines  # "flow starting ..." and the stop
     assert took < 30, took
+
+
+def test_the_status_line_measures_consumer_lag_without_a_metrics_port(kafka_bootstrap: str, tmp_path: Path) -> None:
+    import re
+
+    cfg = tmp_path / "newsflow.toml"
+    topics = topics_config(cfg)
+    ensure_topics([kafka_bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
+    n = 5_000  # read one at a time (each a dead letter, delivered before the next read), the
+    # flow needs longer than the lag monitor's 5 s for them
+    produce_values([kafka_bootstrap], topics.raw, [b'{"feed_id": "f", "i": %d}' % i for i in range(n)])
+    proc = start_run(kafka_bootstrap, cfg, tmp_path / "recovery", "--status-interval", "1",
+                     env={"NEWSFLOW_FLOW__READ_BATCH": "1"})
+    lags: list[int] = []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 90
+        while not any(x > 0 for x in lags):
+            assert time.monotonic() < deadline, lags
+            line = proc.stderr.readline().decode(errors="replace")
+            assert line or proc.poll() is None, lags
+            m = re.search(r" status .*consumer_lag=(\d+)", line)
+            if m:
+                lags.append(int(m[1]))
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert 0 < max(lags) <= n, lags
+
+
+def test_config_show_lists_the_producer_timeout_and_the_cluster_check(monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from newsflow.cli.main import main
+
+    monkeypatch.setenv("NEWSFLOW_KAFKA__MESSAGE_TIMEOUT_MS", "5000")
+    assert main(["config", "show"]) == 0
+    out = capsys.readouterr().out
+    assert "message_timeout_ms = 5000  # env NEWSFLOW_KAFKA__MESSAGE_TIMEOUT_MS" in out
+    assert "cluster_check_s = 30.0  # default" in out
+    assert Settings().kafka.message_timeout_ms == 300_000

@@ -182,7 +182,7 @@ def observed(name: str, args: argparse.Namespace, status: Callable[[], dict[str,
         return h
 
     server = serve(args.metrics_port, args.metrics_host, health)
-    if server is not None and brokers and lag_topic:
+    if brokers and lag_topic:  # (the status line reports the lag too, with or without /metrics)
         lag = LagMonitor(brokers, lag_topic).start()
     ticker = StatusLogger(status, args.status_interval).start()
     log.info("%s starting%s", name, f"; metrics at {server.url}/metrics, health at {server.url}/healthz"
