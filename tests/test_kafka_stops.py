@@ -83,7 +83,7 @@ def test_the_status_line_measures_consumer_lag_without_a_metrics_port(kafka_boot
     cfg = tmp_path / "newsflow.toml"
     topics = topics_config(cfg)
     ensure_topics([kafka_bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
-    n = 5_000  # read one at a time (each a dead letter, delivered before the next read), the
+    n = 20_000  # read one at a time (each a dead letter, delivered before the next read), the
     # flow needs longer than the lag monitor's 5 s for them
     produce_values([kafka_bootstrap], topics.raw, [b'{"feed_id": "f", "i": %d}' % i for i in range(n)])
     proc = start_run(kafka_bootstrap, cfg, tmp_path / "recovery", "--status-interval", "1",
@@ -104,6 +104,7 @@ def test_the_status_line_measures_consumer_lag_without_a_metrics_port(kafka_boot
     finally:
         if proc.poll() is None:
             proc.kill()
+    print(f"status lines' consumer_lag while reading a backlog of {n}: {lags}")
     assert 0 < max(lags) <= n, lags
 
 

@@ -101,7 +101,7 @@ def _forward_without_panics(src: int, dst: int) -> None:
     # line Rust prints after a panic)
     mode = "pass"
     held = 0
-    with os.fdopen(src, "rb", buffering=0) as f:
+    with os.fdopen(src, "rb") as f:
         for line in iter(f.readline, b""):
             body = line.rstrip(b"\r\n")
             if _PANIC.match(body):
