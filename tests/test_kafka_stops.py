@@ -118,3 +118,33 @@ def test_config_show_lists_the_producer_timeout_and_the_cluster_check(monkeypatc
     assert "message_timeout_ms = 5000  # env NEWSFLOW_KAFKA__MESSAGE_TIMEOUT_MS" in out
     assert "cluster_check_s = 30.0  # default" in out
     assert Settings().kafka.message_timeout_ms == 300_000
+
+
+def test_the_stderr_forwarder_drops_rust_panics_and_keeps_everything_else(tmp_path: Path) -> None:
+    from newsflow.cli.ops import _forward_without_panics
+
+    text = (b"2026-12-01 23:00:00,000 INFO newsflow: flow starting; metrics off\n"
+            b"thread '<unnamed>' panicked at src/run.rs:133:25:\n"
+            b"Box<dyn Any>\n"
+            b"stack backtrace:\n"
+            b"   0: std::panicking::begin_panic\n"
+            b"             at /rustc/library/std/src/panicking.rs:1:1\n"
+            b"  17: cfunction_vectorcall_FASTCALL_KEYWORDS\n"
+            b"note: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.\n"
+            b"WARNING newsflow.kafka: FAIL [rdkafka#producer-1] Connect to a:1 failed\n"
+            b"thread '<unnamed>' panicked at src/inputs.rs:446:37:\n"
+            b"Box<dyn Any>\n"
+            b"note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n"
+            b"\n"
+            b"Traceback (most recent call last):\n"
+            b"  File \"x.py\", line 1, in <module>\n")
+    src_r, src_w = os.pipe()
+    out = tmp_path / "out"
+    with out.open("wb") as f:
+        os.write(src_w, text)
+        os.close(src_w)
+        _forward_without_panics(src_r, f.fileno())
+    assert out.read_bytes() == (b"2026-12-01 23:00:00,000 INFO newsflow: flow starting; metrics off\n"
+                                b"WARNING newsflow.kafka: FAIL [rdkafka#producer-1] Connect to a:1 failed\n"
+                                b"Traceback (most recent call last):\n"
+                                b"  File \"x.py\", line 1, in <module>\n")

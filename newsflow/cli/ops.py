@@ -129,7 +129,10 @@ def _forward_without_panics(src: int, dst: int) -> None:
                 mode = "pass"
                 if not body:
                     continue
-            os.write(dst, line)
+            try:
+                os.write(dst, line)
+            except OSError:  # stderr itself is gone: nothing left to forward to
+                return
 
 
 @contextmanager
@@ -151,7 +154,8 @@ def without_rust_panics() -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(real, 2)  # the pipe's last writer closes: the forwarder reads to the end
         t.join(5)
-        os.close(real)
+        if not t.is_alive():  # (a child process may still hold the pipe: then keep its target)
+            os.close(real)
 
 
 @contextmanager
