@@ -698,6 +698,15 @@ class KafkaSettings(Section):
     retention_hours: RetentionHours = RetentionHours()
     #: an unreachable broker is reported after this long (s)
     timeout_s: float = Field(10.0, gt=0, le=300)
+    #: a record not acknowledged by Kafka this long after it was produced counts as not
+    #: delivered (librdkafka's ``message.timeout.ms`` of every producer: the flow's sinks, the
+    #: poller's, ``newsflow produce``): the flow and the poller then stop without committing,
+    #: ``produce`` exits 2 with the count it could not deliver
+    message_timeout_ms: int = Field(300_000, ge=1000, le=2_147_483_647)
+    #: a running flow asks the broker for its cluster id this often (s) and stops with one line
+    #: when it is another cluster than the one it started reading (a new, empty cluster at the
+    #: same address): reading on would skip the new cluster's records before the old offset
+    cluster_check_s: float = Field(30.0, gt=0, le=3600)
 
     @field_validator("brokers", mode="before")
     @classmethod

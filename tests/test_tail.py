@@ -113,3 +113,29 @@ def test_tail_errors_are_one_line(kafka_bootstrap: str, capsys: pytest.CaptureFi
     err = proc.stderr.decode().strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: Kafka at 127.0.0.1:1 did not answer within 2 s"), err
     assert time.monotonic() - t0 < 20
+
+
+@pytest.mark.parametrize("name", ["stories", "feed-health"])
+def test_tail_stories_and_feed_health_as_markdown(name: str, kafka_bootstrap: str,
+                                                  kafka_topic_factory: Callable[..., str], demo_out: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from newsflow.cli.tail import feed_health_line, story_block
+    from newsflow.digest.render import md_escape
+
+    topic = kafka_topic_factory(name)
+    values = lines(demo_out / f"{name}.jsonl")[:5]
+    assert len(values) == 5
+    produce(kafka_bootstrap, topic, values)
+    assert cli_main(["tail", topic, "--brokers", kafka_bootstrap, "--from-beginning", "--format", "md",
+                     "--max", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "```" not in out and '"schema"' not in out, out
+    recs = [orjson.loads(v) for v in values]
+    if name == "stories":
+        assert out == "".join(story_block(r) + "\n" for r in recs)
+        assert all(f"#### {r['label'][:20]}" in out and f"story `{r['story_id']}`" in out for r in recs), out
+    else:
+        assert out.splitlines() == [feed_health_line(r) for r in recs]
+        shown = [r["status"] if r["status"] == "ok" else f"**{r['status']}**" for r in recs]
+        assert all(x.startswith(f"- {md_escape(r['feed_id'])}: {st} at {r['at']} ({r['source']}) — HTTP ")
+                   for x, r, st in zip(out.splitlines(), recs, shown, strict=True)), out

@@ -1,13 +1,9 @@
 """Topics as contracts on the real broker: partitions, clean-up policy and retention at creation,
-schema headers on every message, and the README's consumer example."""
+schema headers on every message."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import re
 import uuid
-from pathlib import Path
 
 import orjson
 import pytest
@@ -18,7 +14,6 @@ from newsflow.wire.contracts import ROLE_SCHEMAS, headers_for
 from tests.kafka_fixture import consume_all
 
 pytestmark = pytest.mark.kafka
-README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def unique_topics() -> Topics:
@@ -83,34 +78,3 @@ def test_headers_match_each_schema_file() -> None:
         # one compatibility policy, stated in every schema
         assert "Compatibility:" in schema["description"], name
         assert "consumers ignore unknown fields" in schema["description"], name
-
-
-def readme_consumer_example() -> str:
-    text = README.read_text(encoding="utf-8")
-    m = re.search(r"<!-- consumer-example -->\s*```python\n(.*?)```", text, re.S)
-    assert m, "README: the consumer example block is missing"
-    return m.group(1)
-
-
-def test_readme_consumer_example_runs(kafka_bootstrap: str, tmp_path: Path) -> None:
-    code = readme_consumer_example()
-    assert len(code.strip().splitlines()) <= 14
-    topics = unique_topics()
-    ensure_topics([kafka_bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
-    from confluent_kafka import Producer
-
-    digests = [{"schema": "digests", "schema_version": 1, "digest_id": f"rolling:2026-03-0{i}T08:00:00Z",
-                "title": "Rolling Digest", "article_count": i, "a_field_from_the_future": True}
-               for i in range(1, 4)]
-    p = Producer({"bootstrap.servers": kafka_bootstrap})
-    for d in digests:
-        p.produce(topics.digests, orjson.dumps(d), d["digest_id"].encode(), headers=list(headers_for("digests")))
-    # a message of another contract version is skipped by the example
-    p.produce(topics.digests, b'{"digest_id": "v2"}', b"v2", headers=[("schema", b"digests"), ("schema_version", b"2")])
-    p.flush(30)
-    code = code.replace('"localhost:9092"', repr(kafka_bootstrap)).replace('["digests"]', repr([topics.digests]))
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md consumer example", "exec"), {})
-    lines = out.getvalue().splitlines()
-    assert lines == [f"{d['digest_id']} {d['title']} {d['article_count']}" for d in digests]

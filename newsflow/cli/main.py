@@ -379,7 +379,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bytewax._bytewax import cli_main
 
     from newsflow.cli.ops import observed
-    from newsflow.connectors.topics import ensure_topics, kafka_logger
+    from newsflow.connectors.topics import ensure_topics
     from newsflow.flows.metrics import flow_status
     from newsflow.flows.pipeline import kafka_flow
 
@@ -388,13 +388,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     brokers = reachable_brokers(args, settings)
     ensure_topics(brokers, settings, partitions=args.partitions)
     recovery = ensure_recovery_dir(args.recovery_dir) if args.recovery_dir else None
-    # librdkafka's log lines go through Python logging, each distinct one at most once a minute
-    quiet: dict[str, Any] = {"logger": kafka_logger()}
     # with profiles configured, the interactions topic is the second input and profiles learn
     profiles = settings.profiles.to_config() if settings.profiles.configured else None
     flow = kafka_flow(brokers, settings, tail=not args.until_eof, recovery=recovery is not None,
-                      add_config=quiet, inflight_dir=args.recovery_dir, profiles=profiles)
-    with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.kafka.topics.raw):
+                      inflight_dir=args.recovery_dir, profiles=profiles)
+    resume = (f"a restart with --recovery-dir {args.recovery_dir} resumes from its last snapshot" if recovery
+              else "without --recovery-dir a restart reads feeds.raw from the beginning")
+    with observed("flow", args, flow_status, brokers=brokers, lag_topic=settings.kafka.topics.raw,
+                  stop_note=resume):
         # (the configured epoch: without it Bytewax's default of 10 s applied, not flow.epoch_seconds)
         cli_main(flow, workers_per_process=workers, recovery_config=recovery,
                  epoch_interval=timedelta(seconds=settings.flow.epoch_seconds))
@@ -451,7 +452,12 @@ def cmd_import_uci(args: argparse.Namespace) -> int:
 
 def cmd_produce(args: argparse.Namespace) -> int:
     from newsflow.connectors.files import Unreadable, archive_lines
-    from newsflow.connectors.topics import ensure_topics, produce_values
+    from newsflow.connectors.topics import (
+        ensure_topics,
+        produce_values,
+        settings_config,
+        silent_logger,
+    )
 
     settings = load_config(args)
     check_input(args.input)
@@ -466,7 +472,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
             else:
                 yield x
 
-    n = produce_values(brokers, settings.kafka.topics.raw, lines())
+    # (librdkafka's retries stay quiet: a record it could not deliver is counted and reported)
+    n = produce_values(brokers, settings.kafka.topics.raw, lines(),
+                       add_config=settings_config(settings, {"logger": silent_logger()}))
     print(f"produced {n} raw payloads to {settings.kafka.topics.raw}")
     if breaks:
         msg = f"{'; '.join(breaks)} (the lines before it were produced)"
@@ -592,6 +600,14 @@ def main(argv: list[str] | None = None) -> int:
     except ProcessFailed as e:  # the failed process's output is already on stderr
         print(f"newsflow: error: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # a Kafka failure (also wrapped by Bytewax): one line naming the cause
+        from newsflow.connectors.kafka import kafka_error_line
+
+        line = kafka_error_line(e)
+        if line is None:
+            raise
+        print(f"newsflow: error: {line}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # python -m newsflow.cli.main: run the importable module, not a copy

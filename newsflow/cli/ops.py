@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import re
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,11 +36,137 @@ def add_observability_args(p: argparse.ArgumentParser, default_port: int) -> Non
                    help="log a status line (counts, lag) every S seconds (default 60; 0 = off)")
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGINT or SIGTERM asked the command to stop (``args[0]``: the signal's name)."""
+
+
+def stop_signal(exc: BaseException, received: Sequence[str] = ()) -> str | None:
+    """The name of the signal that stopped the command if ``exc`` (or anything in its cause
+    chain: Bytewax wraps what its steps raise) is a stop, else None. Bytewax reports a signal
+    that arrived while it ran Rust code as a ``BytewaxRuntimeError`` saying ``signal received``
+    (``received``: the signals :func:`stop_on_signals` saw)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, Stopped):
+            return str(cur.args[0]) if cur.args else "a signal"
+        if isinstance(cur, KeyboardInterrupt):  # (raised by a handler of the command's own)
+            return received[0] if received else "a signal"
+        if "signal received" in str(cur):
+            return received[0] if received else "a signal"
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[list[str]]:
+    """SIGINT and SIGTERM raise :class:`Stopped` (SIGTERM's default would end the process
+    without a word); a second one is the default behaviour again. Yields the names of the
+    signals received. Main thread only."""
+    received: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {s: signal.getsignal(s) for s in sigs}
+
+    def handler(signum: int, _frame: object) -> None:
+        for s in sigs:
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+        received.append(signal.Signals(signum).name)
+        raise Stopped(received[-1])
+
+    for s in sigs:
+        signal.signal(s, handler)
+    try:
+        yield received
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+#: the lines of a Rust panic message on stderr: ``thread '<unnamed>' panicked at src/run.rs:
+#: 133:25:``, the message, then ``note: run with `RUST_BACKTRACE=1` ...`` or ``stack backtrace:``
+#: and its frames (``  12: name`` / ``             at file:line``)
+_PANIC = re.compile(rb"^thread '.*' panicked at ")
+_BACKTRACE = re.compile(rb"^stack backtrace:$")
+_FRAME = re.compile(rb"^\s+(\d+: |at )")
+_NOTE = re.compile(rb"^note: (run with `RUST_BACKTRACE|Some details are omitted)")
+_MAX_PANIC_MESSAGE_LINES = 40
+
+
+def _forward_without_panics(src: int, dst: int) -> None:
+    # "message" (after "panicked at"), "frames" (after "stack backtrace:"), "end" (the blank
+    # line Rust prints after a panic)
+    mode = "pass"
+    held = 0
+    with os.fdopen(src, "rb") as f:
+        for line in iter(f.readline, b""):
+            body = line.rstrip(b"\r\n")
+            if _PANIC.match(body):
+                mode, held = "message", 0
+                continue
+            if mode == "message":
+                held += 1
+                if _BACKTRACE.match(body):
+                    mode = "frames"
+                    continue
+                if _NOTE.match(body):
+                    mode = "end"
+                    continue
+                if held <= _MAX_PANIC_MESSAGE_LINES and not body.startswith(b"Traceback "):
+                    continue
+                mode = "pass"  # not a panic's shape after all: let it through
+            elif mode == "frames":
+                if _FRAME.match(body):
+                    continue
+                mode = "pass"
+                if _NOTE.match(body):
+                    mode = "end"
+                    continue
+            elif mode == "end":
+                mode = "pass"
+                if not body:
+                    continue
+            try:
+                os.write(dst, line)
+            except OSError:  # stderr itself is gone: nothing left to forward to
+                return
+
+
+@contextmanager
+def without_rust_panics() -> Iterator[None]:
+    """Drop Bytewax's Rust panic messages from stderr (file descriptor 2, where Rust writes
+    them before the Python exception arrives): a stop or a Kafka failure is then reported in
+    one line, and any other error still by its Python traceback, which carries the cause.
+    Everything else on stderr passes through unchanged, in order."""
+    sys.stderr.flush()
+    real = os.dup(2)
+    r, w = os.pipe()
+    os.dup2(w, 2)
+    os.close(w)
+    t = threading.Thread(target=_forward_without_panics, args=(r, real), name="newsflow-stderr", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real, 2)  # the pipe's last writer closes: the forwarder reads to the end
+        t.join(5)
+        if not t.is_alive():  # (a child process may still hold the pipe: then keep its target)
+            os.close(real)
+
+
 @contextmanager
 def observed(name: str, args: argparse.Namespace, status: Callable[[], dict[str, Any]], *,
              brokers: Sequence[str] | None = None, lag_topic: str | None = None,
-             startup_grace_s: float = 60.0) -> Iterator[Any]:
-    """Logs, ``/metrics`` + ``/healthz`` and (with ``lag_topic``) consumer lag around a command."""
+             startup_grace_s: float = 60.0, stop_note: str = "") -> Iterator[Any]:
+    """Logs, ``/metrics`` + ``/healthz`` and (with ``lag_topic``) consumer lag around a command.
+
+    SIGINT / SIGTERM stop it cleanly: the stop is one log line (``<name> stopped by SIGTERM;
+    <stop_note>``) and the block ends without an exception; Bytewax's Rust panic messages are
+    kept off stderr."""
     from newsflow.connectors.observability import LagMonitor, StatusLogger, serve, setup_logging
 
     setup_logging(args.log_format)
@@ -56,19 +186,30 @@ def observed(name: str, args: argparse.Namespace, status: Callable[[], dict[str,
         return h
 
     server = serve(args.metrics_port, args.metrics_host, health)
-    if server is not None and brokers and lag_topic:
+    if brokers and lag_topic:  # (the status line reports the lag too, with or without /metrics)
         lag = LagMonitor(brokers, lag_topic).start()
     ticker = StatusLogger(status, args.status_interval).start()
     log.info("%s starting%s", name, f"; metrics at {server.url}/metrics, health at {server.url}/healthz"
              if server is not None else "; metrics off", extra={"service": name,
                                                                 "metrics_port": server.port if server else 0})
+    stopped_by: str | None = None
+    failed = False
+    received: list[str] = []
     try:
-        yield server
+        with without_rust_panics(), stop_on_signals() as received:
+            yield server
+    except BaseException as e:
+        stopped_by = stop_signal(e, received)
+        if stopped_by is None:
+            failed = True  # (the error is the caller's one line)
+            raise
     finally:
         ticker.stop()
         if lag is not None:
             lag.stop()
-        log.info("%s stopped", name, extra={"service": name, **status()})
+        if not failed:
+            log.info("%s stopped%s", name, f" by {stopped_by}{'; ' + stop_note if stop_note else ''}" if stopped_by else "",
+                     extra={"service": name, "stopped_by": stopped_by, **status()})
         if server is not None:
             server.close()
 

@@ -111,6 +111,7 @@ def _registry(path: str) -> Registry | None:
 def cmd_poll(args: argparse.Namespace) -> int:
     from newsflow.cli.main import load_config, reachable_brokers
     from newsflow.cli.ops import observed
+    from newsflow.connectors.topics import settings_config
     from newsflow.flows.metrics import PollMetrics, poll_status
     from newsflow.flows.poller import run_poller_flow
 
@@ -154,26 +155,12 @@ def cmd_poll(args: argparse.Namespace) -> int:
         if progress is not None:
             progress(ev)
 
-    try:
-        with observed("poller", args, poll_status):
-            run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
-                            progress=observe, snapshot_s=args.snapshot_interval)
-    except Exception as e:
-        # Ctrl-C / SIGTERM: Bytewax stops at an epoch boundary and raises "signal received"
-        if not isinstance(e, KeyboardInterrupt) and "signal received" not in str(e):
-            raise
-        if progress is not None:
-            progress.finish()
-        print("stopped; per-feed state saved at the last snapshot", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt as e:
-        if progress is not None:
-            progress.finish()
-        from newsflow.flows.poller import PollerInterrupted
-
-        if isinstance(e, PollerInterrupted):
-            print("stopped; per-feed state saved", file=sys.stderr)
-        return 130
+    # Ctrl-C / SIGTERM: the poller finishes its epoch and snapshots; one line says so, exit 0
+    with observed("poller", args, poll_status,
+                  stop_note=f"per-feed state saved in {state_dir}" if state_dir is not None else ""):
+        run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
+                        progress=observe, snapshot_s=args.snapshot_interval,
+                        producer_config=settings_config(settings))
     if progress is not None:
         progress.finish()
     return 0

@@ -3,7 +3,9 @@
 Input: :class:`RawKafkaSource`, one Bytewax partition per Kafka partition, read with ``assign()``
 (no consumer group). Its recovery snapshot is ``(cluster id, next offset)``: on resume it checks
 that the broker is the same cluster and that the stored offset lies inside the partition's log,
-and fails with one clear line (:class:`KafkaClusterChanged`) instead of silently reading nothing.
+and fails with one clear line (:class:`KafkaClusterChanged`) instead of silently reading nothing;
+while running it asks for the cluster id every ``kafka.cluster_check_s`` and fails the same way
+when a new cluster took the old one's address.
 A broker that does not answer fails within ``kafka.timeout_s`` (:class:`KafkaUnavailable`).
 
 Output: :class:`ReliableKafkaSink`, an idempotent producer whose ``write_batch`` waits for every
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import bytewax.operators as op
@@ -31,7 +33,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import KafkaError as CKafkaError
 
 from newsflow.config import Settings
-from newsflow.connectors.topics import producer_config
+from newsflow.connectors.topics import kafka_logger, producer_config, settings_config
 from newsflow.core.placement import input_keys
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
@@ -83,8 +85,11 @@ _probe_log.addHandler(logging.NullHandler())
 _probe_log.propagate = False
 
 
-def _consumer_config(add_config: dict[str, str] | None) -> dict[str, str]:
-    return {k: v for k, v in (add_config or {}).items() if not k.startswith(_PRODUCER_ONLY)}
+def _consumer_config(add_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``add_config`` without the producer-only properties; librdkafka's log lines go to the
+    throttled :func:`~newsflow.connectors.topics.kafka_logger` unless it names a logger."""
+    return {"logger": kafka_logger(),
+            **{k: v for k, v in (add_config or {}).items() if not k.startswith(_PRODUCER_ONLY)}}
 
 
 # ---------------------------------------------------------------- input
@@ -123,7 +128,7 @@ def _unpack_resume(state: Any) -> tuple[str | None, int]:
 
 class _RawKafkaPartition(StatefulSourcePartition[Any, tuple[str, int]]):
     def __init__(self, consumer: Any, topic: str, part: int, offset: int, cluster_id: str,
-                 batch_size: int) -> None:
+                 batch_size: int, cluster_check_s: float, cluster_probe: Callable[[float], str]) -> None:
         self._consumer = consumer
         self._topic = topic
         self._part = part
@@ -131,11 +136,32 @@ class _RawKafkaPartition(StatefulSourcePartition[Any, tuple[str, int]]):
         self._cluster_id = cluster_id
         self._batch_size = batch_size
         self._eof = False
+        self._check_s = cluster_check_s
+        self._probe = cluster_probe
+        self._next_check = time.monotonic() + cluster_check_s
         consumer.assign([TopicPartition(topic, part, offset)])
+
+    def _check_cluster(self) -> None:
+        """Stop with one line when the brokers now serve another cluster; a broker that does
+        not answer is an outage (the consumer retries), not a change. (A new client asks: the
+        reading one keeps the first cluster id it saw and only logs a CLUSTERID warning.)"""
+        try:
+            cid = self._probe(min(5.0, self._check_s))
+        except KafkaUnavailable:
+            return
+        if cid and cid != self._cluster_id:
+            msg = (f"Kafka cluster changed under the running flow: {self._topic}[{self._part}] was read "
+                   f"from cluster {self._cluster_id} up to offset {self._offset}, the broker now serves "
+                   f"cluster {cid}; start with an empty --recovery-dir to read the new cluster from the "
+                   "beginning")
+            raise KafkaClusterChanged(msg)
 
     def next_batch(self) -> list[Any]:
         if self._eof:
             raise StopIteration
+        if time.monotonic() >= self._next_check:  # (kafka.cluster_check_s)
+            self._check_cluster()
+            self._next_check = time.monotonic() + self._check_s
         batch: list[Any] = []
         last = None
         for msg in self._consumer.consume(self._batch_size, 0.001):
@@ -168,11 +194,13 @@ class RawKafkaSource(FixedPartitionedSource[Any, tuple[str, int]]):
     """
 
     def __init__(self, brokers: list[str], topic: str, *, tail: bool = True, timeout_s: float = 30.0,
-                 add_config: dict[str, str] | None = None, batch_size: int = 1000) -> None:
+                 add_config: dict[str, str] | None = None, batch_size: int = 1000,
+                 cluster_check_s: float = 30.0) -> None:
         self.brokers = list(brokers)
         self.topic = topic
         self.tail = tail
         self.timeout_s = timeout_s
+        self.cluster_check_s = cluster_check_s
         self.add_config = _consumer_config(add_config)
         self.batch_size = batch_size
 
@@ -211,7 +239,8 @@ class RawKafkaSource(FixedPartitionedSource[Any, tuple[str, int]]):
         except BaseException:
             c.close()
             raise
-        return _RawKafkaPartition(c, topic, part, offset, cid, self.batch_size)
+        return _RawKafkaPartition(c, topic, part, offset, cid, self.batch_size, self.cluster_check_s,
+                                  lambda t: cluster_id_of(self.brokers, t, self.add_config))
 
     def _watermarks(self, c: Any, topic: str, part: int) -> tuple[int, int]:
         deadline = time.monotonic() + self.timeout_s
@@ -265,7 +294,8 @@ def kafka_raw_input(
     merges them on event time: each partition needs traffic or the poller's heartbeat);
     consumer errors -> dead letters."""
     src = RawKafkaSource(brokers, settings.kafka.topics.raw, tail=tail, timeout_s=settings.kafka.timeout_s,
-                         add_config=add_config, batch_size=settings.flow.read_batch)
+                         add_config=add_config, batch_size=settings.flow.read_batch,
+                         cluster_check_s=settings.kafka.cluster_check_s)
     # the parse step of a partition runs on the worker that reads it (newsflow.core.placement)
     number = {p: int(p.split("-", 1)[0]) for p in src.list_parts()}  # "3-feeds.raw" -> 3
     pkeys = {number[p]: k for p, k in input_keys({p: f"p{n:04d}" for p, n in number.items()}).items()}
@@ -278,7 +308,7 @@ def kafka_raw_input(
         return (pkeys[msg.partition], (f"{msg.partition:04d}:{msg.offset:012d}", msg.value or b""))
 
     errs = op.map("kafka_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
-    op.output("kafka_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config),
+    op.output("kafka_errs_out", errs, ReliableKafkaSink(brokers, settings_config(settings, add_config),
                                                         headers=topic_headers(settings)))
     return op.map("key_by_partition", split.trues, keyed), keys
 
@@ -290,12 +320,12 @@ def kafka_interactions_input(
     """``interactions`` -> ``(partition key, (seq, value))`` and the number of partitions (the
     profile step waits for every partition's clock); consumer errors -> dead letters."""
     src = RawKafkaSource(brokers, settings.kafka.topics.interactions, tail=tail, timeout_s=settings.kafka.timeout_s,
-                         add_config=add_config, batch_size=1000)
+                         add_config=add_config, batch_size=1000, cluster_check_s=settings.kafka.cluster_check_s)
     n = len(src.list_parts())
     items = _raw_source("kafka_interactions_in", flow, src)
     split = op.branch("kafka_interactions_split", items, lambda m: isinstance(m, KafkaSourceMessage))
     errs = op.map("kafka_ix_errs_to_dl", split.falses, lambda e: _error_deadletter(e, settings))
-    op.output("kafka_ix_errs_out", errs, ReliableKafkaSink(brokers, producer_config(None, add_config),
+    op.output("kafka_ix_errs_out", errs, ReliableKafkaSink(brokers, settings_config(settings, add_config),
                                                            headers=topic_headers(settings)))
     keyed = op.map("key_interactions", split.trues, lambda m: (
         f"ix{m.partition:04d}", (f"ix{m.partition:04d}:{m.offset:012d}", m.value or b"")))
@@ -383,5 +413,5 @@ def kafka_outputs(
 ) -> None:
     """Every output record to its topic; the message key is the record's idempotent key, the
     headers name the value's schema (``schema``, ``schema_version``, ``content-type``)."""
-    op.output("kafka_out", outs, ReliableKafkaSink(brokers, producer_config(None, add_config),
+    op.output("kafka_out", outs, ReliableKafkaSink(brokers, settings_config(settings, add_config),
                                                    headers=topic_headers(settings)))

@@ -56,6 +56,7 @@ from bytewax.outputs import DynamicSink, StatelessSinkPartition
 
 from newsflow.config import Topics
 from newsflow.connectors.http_fetch import FetchConfig, HttpFetcher
+from newsflow.connectors.kafka import KafkaDeliveryFailed
 from newsflow.connectors.topics import producer_config
 from newsflow.core.hashing import bytes_id, shard_of
 from newsflow.feeds.urls import registrable_domain
@@ -708,11 +709,11 @@ class _KafkaRecordPartition(StatelessSinkPartition[KafkaRecord]):
         # at-least-once: the epoch (and the source snapshot) closes only after delivery
         if self._p.flush(60) > 0:
             msg = "Kafka producer could not deliver all records within 60 s"
-            raise RuntimeError(msg)
+            raise KafkaDeliveryFailed(msg)
         if self._errors:
             errs, self._errors = self._errors, []
             msg = f"Kafka delivery failed: {errs[:3]}"
-            raise RuntimeError(msg)
+            raise KafkaDeliveryFailed(msg)
 
     def close(self) -> None:
         self._p.flush(30)

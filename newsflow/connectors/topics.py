@@ -4,6 +4,7 @@ topic creation, producing a raw archive."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -26,18 +27,25 @@ _PRODUCER_DEFAULTS: Mapping[str, str] = {
 def producer_config(
     brokers: Sequence[str] | str | None = None, add_config: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The producer configuration: defaults, then ``add_config``, then ``bootstrap.servers``
-    (omitted when ``brokers`` is None: Bytewax's Kafka sink sets it itself).
+    """The producer configuration: defaults (librdkafka's log lines to :func:`kafka_logger`,
+    throttled), then ``add_config``, then ``bootstrap.servers`` (omitted when ``brokers`` is
+    None: Bytewax's Kafka sink sets it itself).
 
     >>> producer_config(["127.0.0.1:9092"], {"linger.ms": "5"})["linger.ms"]
     '5'
     >>> producer_config("a:1,b:2")["bootstrap.servers"]
     'a:1,b:2'
     """
-    cfg: dict[str, Any] = {**_PRODUCER_DEFAULTS, **(add_config or {})}
+    cfg: dict[str, Any] = {**_PRODUCER_DEFAULTS, "logger": kafka_logger(), **(add_config or {})}
     if brokers is not None:
         cfg["bootstrap.servers"] = brokers if isinstance(brokers, str) else ",".join(brokers)
     return cfg
+
+
+def settings_config(settings: Settings, add_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The librdkafka properties the configuration sets (``kafka.message_timeout_ms``), then
+    ``add_config``; consumers drop the producer-only ones."""
+    return {"message.timeout.ms": str(settings.kafka.message_timeout_ms), **(add_config or {})}
 
 
 def create_topics(
@@ -115,15 +123,27 @@ class BrokerUnreachableError(ConnectionError):
     """No Kafka broker answered within the configured timeout."""
 
 
+#: the parts of a librdkafka line that change from one repeat to the next: ``(after 0ms in state
+#: CONNECT, 4 identical error(s) suppressed)`` of a connection error
+_VARYING = re.compile(r" ?\(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)")
+
+
 class _OncePerMinute(logging.Filter):
-    """librdkafka repeats each connection error every few hundred ms: keep one per minute."""
+    """librdkafka repeats each connection error while a broker is away: keep one per minute of
+    each distinct line (the same line but for its repeat counters counts as the same).
+
+    >>> f = _OncePerMinute()
+    >>> line = "FAIL [rdkafka#producer-1] a:1/bootstrap: Connect to a:1 failed: refused (after {}ms in state CONNECT{})"
+    >>> [f.filter(logging.makeLogRecord({"msg": line.format(ms, n)})) for ms, n in ((0, ""), (3, ", 9 identical error(s) suppressed"))]
+    [True, False]
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.last: dict[str, float] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        key = record.getMessage()
+        key = _VARYING.sub("", record.getMessage())
         now = time.monotonic()
         if now - self.last.get(key, -1e9) < 60.0:
             return False
@@ -141,6 +161,16 @@ def kafka_logger() -> logging.Logger:
     return log
 
 
+def silent_logger() -> logging.Logger:
+    """A logger for librdkafka's lines of a client whose failure is reported as one line of its
+    own (the broker check, ``newsflow produce``): its retries are not the user's concern."""
+    log = logging.getLogger("newsflow.kafka.silent")
+    if not log.handlers:
+        log.propagate = False
+        log.addHandler(logging.NullHandler())
+    return log
+
+
 def admin_config(brokers: list[str], timeout_s: float) -> dict[str, Any]:
     return {"bootstrap.servers": ",".join(brokers), "logger": kafka_logger(),
             "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000))}
@@ -151,10 +181,7 @@ def check_brokers(brokers: list[str], timeout_s: float) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    silent = logging.getLogger("newsflow.kafka.check")  # the message below says it all
-    silent.propagate = False
-    silent.addHandler(logging.NullHandler())
-    conf: dict[str, Any] = {**admin_config(brokers, timeout_s), "logger": silent}
+    conf: dict[str, Any] = {**admin_config(brokers, timeout_s), "logger": silent_logger()}
     admin = AdminClient(conf)
     try:
         admin.list_topics(timeout=timeout_s)
@@ -200,15 +227,27 @@ def ensure_topics(brokers: list[str], settings: Settings, partitions: int | None
 
 
 
-def produce_values(brokers: list[str], topic: str, values: Iterable[bytes], key_field: bool = True) -> int:
-    """Produce raw envelopes; the key is the envelope's feed_id so a feed stays in one partition."""
+def produce_values(brokers: list[str], topic: str, values: Iterable[bytes], key_field: bool = True,
+                   add_config: Mapping[str, Any] | None = None) -> int:
+    """Produce raw envelopes and wait for every delivery report; returns the count delivered.
+    The key is the envelope's feed_id so a feed stays in one partition.
+
+    Every record ends delivered or failed within ``message.timeout.ms`` (``add_config``, or
+    ``kafka.message_timeout_ms`` through the caller); when any failed, raises
+    ``KafkaDeliveryFailed`` with the count that did not reach the topic."""
     import orjson
     from confluent_kafka import Producer
 
     from newsflow.wire.contracts import headers_for
 
     headers: list[tuple[str, str | bytes | None]] = list(headers_for("raw"))
-    p = Producer(producer_config(brokers, {"logger": kafka_logger()}))
+    failed: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err.str())
+
+    p = Producer(producer_config(brokers, add_config))
     n = 0
     for v in values:
         key = None
@@ -219,11 +258,19 @@ def produce_values(brokers: list[str], topic: str, values: Iterable[bytes], key_
                 key = None
         while True:
             try:
-                p.produce(topic, v, key, headers=headers)
+                p.produce(topic, v, key, headers=headers, on_delivery=on_delivery)
                 break
             except BufferError:
                 p.poll(0.5)
         p.poll(0)
         n += 1
-    p.flush(60)
+    while p.flush(1.0) > 0:  # (short slices: Ctrl-C is still handled while a broker is away)
+        pass
+    if failed:
+        from newsflow.connectors.kafka import KafkaDeliveryFailed
+
+        msg = (f"Kafka did not acknowledge {len(failed)} of {n} records produced to {topic} "
+               f"({failed[0]}); {n - len(failed)} were delivered; the rest are not on the topic but "
+               "for those in flight when the broker stopped answering, which it may have written")
+        raise KafkaDeliveryFailed(msg)
     return n
