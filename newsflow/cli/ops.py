@@ -35,8 +35,10 @@ def add_observability_args(p: argparse.ArgumentParser, default_port: int) -> Non
 @contextmanager
 def observed(name: str, args: argparse.Namespace, status: Callable[[], dict[str, Any]], *,
              brokers: Sequence[str] | None = None, lag_topic: str | None = None,
-             startup_grace_s: float = 60.0) -> Iterator[Any]:
-    """Logs, ``/metrics`` + ``/healthz`` and (with ``lag_topic``) consumer lag around a command."""
+             startup_grace_s: float = 60.0,
+             health_extra: Callable[[], dict[str, Any]] | None = None) -> Iterator[Any]:
+    """Logs, ``/metrics`` + ``/healthz`` and (with ``lag_topic``) consumer lag around a command;
+    ``health_extra`` adds fields to ``/healthz`` only (an ``unhealthy`` reason makes it 503)."""
     from newsflow.connectors.observability import LagMonitor, StatusLogger, serve, setup_logging
 
     setup_logging(args.log_format)
@@ -45,13 +47,14 @@ def observed(name: str, args: argparse.Namespace, status: Callable[[], dict[str,
 
     def health() -> dict[str, Any]:
         now = time.time()
-        h: dict[str, Any] = {"service": name, "uptime_s": round(now - started, 1), **status()}
-        ok = True
+        h: dict[str, Any] = {"service": name, "uptime_s": round(now - started, 1), **status(),
+                             **(health_extra() if health_extra is not None else {})}
+        ok = not h.get("unhealthy")
         if lag is not None:
             age = None if lag.last_ok is None else round(now - lag.last_ok, 1)
             h["kafka_checked_s_ago"] = age
             # Kafka unanswered for a minute (after the start-up grace): unhealthy
-            ok = (age is not None and age < 60) or now - started < startup_grace_s
+            ok = ok and ((age is not None and age < 60) or now - started < startup_grace_s)
         h["ok"] = ok
         return h
 

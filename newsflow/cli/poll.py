@@ -155,7 +155,10 @@ def cmd_poll(args: argparse.Namespace) -> int:
             progress(ev)
 
     try:
-        with observed("poller", args, poll_status):
+        from newsflow.connectors.poller import DELIVERY
+
+        with observed("poller", args, poll_status,
+                      health_extra=lambda: {**poll_metrics.broken(), **DELIVERY.health()}):
             run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
                             progress=observe, snapshot_s=args.snapshot_interval)
     except Exception as e:

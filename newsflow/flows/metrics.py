@@ -85,6 +85,11 @@ class PollMetrics:
         BROKEN_FEEDS.set(sum(1 for s in self.last.values() if s not in self.success))
         FEEDS_KNOWN.set(len(self.last))
 
+    def broken(self, limit: int = 50) -> dict[str, Any]:
+        """The feeds whose last poll failed, by name with their status (the first ``limit``)."""
+        bad = sorted((f, s) for f, s in self.last.items() if s not in self.success)
+        return {"broken_feed_ids": {f: s for f, s in bad[:limit]}}
+
 
 # ---- reading the counters back (status lines, health, progress bars)
 def total(metric: Counter | Gauge) -> float:

@@ -110,7 +110,7 @@ def run_poller_flow(
     from bytewax.run import cli_main
 
     stop = threading.Event()
-    flow = build_poller_flow(feeds, config, sink or KafkaRecordSink(brokers, producer_config),
+    flow = build_poller_flow(feeds, config, sink or KafkaRecordSink(brokers, producer_config, stop),
                              clock=clock, once=once, force=force, progress=progress,
                              fetcher_factory=fetcher_factory, stop=stop)
     recovery = None
