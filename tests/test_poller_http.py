@@ -91,19 +91,22 @@ def run(fn: Callable[[], Awaitable[T]]) -> T:
 
 def health(ev: PollEvent) -> dict[str, Any]:
     recs = [r for r in ev.records if r.topic == "feed-health"]
-    assert len(recs) == 1 and recs[0].key == ev.feed_id.encode()
+    assert len(recs) == 1 and recs[0].key == b"poller:" + ev.feed_id.encode()
     d = orjson.loads(recs[0].value)
     validate("feed-health", d)
     return d
 
 
 def raw(ev: PollEvent) -> dict[str, Any] | None:
+    """The poll's ``feeds.raw`` record when it carries a body to parse; None for a poll sent
+    without one (every poll is sent: then its ``poll_status`` is the poll's status)."""
     recs = [r for r in ev.records if r.topic == "feeds.raw"]
-    if not recs:
-        return None
     assert len(recs) == 1 and recs[0].key == ev.feed_id.encode()
     d = orjson.loads(recs[0].value)
     validate("feeds.raw", d)
+    if d.get("poll_status") is not None:
+        assert d["body_b64"] is None and d.get("body_ref") is None and d["poll_status"] == ev.status, d
+        return None
     return d
 
 
@@ -945,8 +948,8 @@ def test_flow_once_persists_state_across_restarts(server: FixtureServer, tmp_pat
     r1 = once()
     assert statuses[0] == ["__tick__:tick", "atom:ok", "gone:dead", "wire:ok"]
     assert sorted((r.topic, r.key) for r in r1 if r.key != b"__tick__") == [
-        ("feed-health", b"atom"), ("feed-health", b"gone"), ("feed-health", b"wire"),
-        ("feeds.raw", b"atom"), ("feeds.raw", b"wire")]
+        ("feed-health", b"poller:atom"), ("feed-health", b"poller:gone"), ("feed-health", b"poller:wire"),
+        ("feeds.raw", b"atom"), ("feeds.raw", b"gone"), ("feeds.raw", b"wire")]
     for r in r1:
         validate("feeds.raw" if r.topic == "feeds.raw" else "feed-health", orjson.loads(r.value))
     r2 = once()  # restart: nothing is due yet, the dead feed stays dead

@@ -1,7 +1,8 @@
 """The feed poller: schedules polls, fetches (``connectors.http_fetch``), applies the polling
 rules (``newsflow.polling``) and turns every poll into Kafka records: the raw-payload envelope
-on ``feeds.raw`` (key ``feed_id``; only when there is a new body) and one ``feed-health`` record
-(key ``feed_id``) per poll, plus heartbeat ticks to every partition of ``feeds.raw``.
+on ``feeds.raw`` (key ``feed_id``; every poll: with its new body, or without one and the poll's
+status) and one ``feed-health`` record (key ``poller:<feed_id>``) per poll, plus heartbeat ticks
+to every partition of ``feeds.raw``.
 
 Design: state across restarts
 -----------------------------
@@ -68,7 +69,7 @@ from newsflow.polling.rules import (
     reliability_score,
     update_domain_backoff,
 )
-from newsflow.polling.safety import redact_url
+from newsflow.polling.safety import redact_message, redact_url
 from newsflow.polling.state import (
     DomainState,
     FeedState,
@@ -77,7 +78,7 @@ from newsflow.polling.state import (
     PollPolicy,
     reconcile_state,
 )
-from newsflow.wire.codec import encode_raw, interaction_heartbeat, poll_health_record
+from newsflow.wire.codec import encode_raw, health_key, interaction_heartbeat, poll_health_record
 from newsflow.wire.contracts import headers_for
 
 log = logging.getLogger("newsflow.poller")
@@ -384,34 +385,38 @@ class PollEngine:
             policy=self.policy)
         records: list[KafkaRecord] = []
         topics = self.config.topics
-        if verdict.emit_body and outcome.body is not None:
-            inline: bytes | None = outcome.body
-            if len(outcome.body) > self.config.max_inline_body_bytes:
-                body_ref, inline = self._store_blob(outcome.body, now_ms), None
-            h = outcome.headers
-            raw = RawPayload(
-                feed_id=feed.id,
-                url=redact_url(state.url),
-                fetched_at_ms=now_ms,
-                status=outcome.status or 0,
-                body=inline,
-                etag=h.get("etag"),
-                last_modified=h.get("last-modified"),
-                content_type=h.get("content-type"),
-                final_url=outcome.final_url,
-                publisher=feed.publisher,
-                tier=feed.tier,
-                category=feed.category,
-                language=feed.language,
-                body_ref=body_ref,
-                # 30-day poll success ratio: the flow's authority score multiplies by it
-                reliability=reliability_score(verdict.state.daily, now_ms,
-                                              self.policy.reliability_window_days),
-            )
-            key, value = encode_raw(raw)
-            records.append(KafkaRecord(topics.raw, key, value, now_ms, headers=headers_for("raw")))
+        with_body = verdict.emit_body and outcome.body is not None
+        inline: bytes | None = outcome.body if with_body else None
+        if inline is not None and len(inline) > self.config.max_inline_body_bytes:
+            body_ref, inline = self._store_blob(inline, now_ms), None
+        h = outcome.headers
+        # every poll reaches the flow: one without a body (failed, refused, unchanged) says
+        # how it went in poll_status / error, so the flow's feed health counts it
+        raw = RawPayload(
+            feed_id=feed.id,
+            url=redact_url(state.url),
+            fetched_at_ms=now_ms,
+            status=outcome.status or 0,
+            body=inline,
+            etag=h.get("etag"),
+            last_modified=h.get("last-modified"),
+            content_type=h.get("content-type"),
+            final_url=outcome.final_url,
+            publisher=feed.publisher,
+            tier=feed.tier,
+            category=feed.category,
+            language=feed.language,
+            body_ref=body_ref,
+            # 30-day poll success ratio: the flow's authority score multiplies by it
+            reliability=reliability_score(verdict.state.daily, now_ms,
+                                          self.policy.reliability_window_days),
+            poll_status=None if with_body else str(verdict.status),
+            error=None if with_body else _poll_error(verdict.message or outcome.error, verdict.alerts, outcome.status),
+        )
+        key, value = encode_raw(raw)
+        records.append(KafkaRecord(topics.raw, key, value, now_ms, headers=headers_for("raw")))
         health = poll_health_record(verdict, outcome, now_ms, self.policy, domain=domain)
-        records.append(KafkaRecord(topics.feed_health, feed.id.encode(), orjson.dumps(health), now_ms,
+        records.append(KafkaRecord(topics.feed_health, health_key("poller", feed.id), orjson.dumps(health), now_ms,
                                    headers=headers_for("feed_health")))
         if verdict.alerts:
             log.warning("feed %s: %s", feed.id, health["alert"])
@@ -426,6 +431,12 @@ class PollEngine:
     async def aclose(self) -> None:
         if self._own_fetcher:
             await self.fetcher.aclose()
+
+
+def _poll_error(message: str | None, alerts: Sequence[str], status: int | None) -> str | None:
+    """What went wrong with a poll sent without a body (redacted); None when nothing did."""
+    text = message or "; ".join(alerts) or (f"HTTP {status}" if status is not None and status >= 400 else None)
+    return redact_message(text)
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
       + heartbeat (HeartbeatSource, continuous mode only)
       -> progress (inspect, optional)
       -> records (flat_map: PollEvent -> KafkaRecords)
-      -> kafka (KafkaRecordSink: feeds.raw key feed_id, feed-health key feed_id, ticks to all
+      -> kafka (KafkaRecordSink: feeds.raw key feed_id, feed-health key poller:<feed_id>, ticks to all
          partitions of feeds.raw)
 
 Step ids are constants: recovery state is keyed by them (renaming ``poll`` orphans the state).
