@@ -134,11 +134,29 @@ def cmd_poll(args: argparse.Namespace) -> int:
     if not feeds:
         print("error: no valid feeds in the registry", file=sys.stderr)
         return 2
+    from newsflow.connectors.poller import StateDirLocked, request_poll_now, state_dir_owner
+
+    own_state = Path(args.state_dir or default_state_dir(args.registry))
+    owner = None if args.no_state else state_dir_owner(own_state)
+    if args.now is not None:  # ask the running poller, do not poll here
+        if args.now not in {f.id for f in feeds}:
+            print(f"error: no valid feed {args.now!r} in {args.registry}", file=sys.stderr)
+            return 2
+        if owner is None:
+            print(f"error: no poller is running on {own_state}; `newsflow poll --once --force` polls "
+                  "every feed now", file=sys.stderr)
+            return 2
+        request_poll_now(own_state, args.now)
+        print(f"asked the poller (pid {owner}) to poll {args.now} now")
+        return 0
+    if owner is not None:
+        print(f"error: {StateDirLocked(own_state, owner)}", file=sys.stderr)
+        return 2
     if args.concurrency is not None:
         cfg = replace(cfg, concurrency=args.concurrency)
     if args.heartbeat is not None:
         cfg = replace(cfg, heartbeat_s=args.heartbeat)
-    state_dir = None if args.no_state else Path(args.state_dir or default_state_dir(args.registry))
+    state_dir = None if args.no_state else own_state
     if state_dir is not None and cfg.blob_dir is None:
         cfg = replace(cfg, blob_dir=str(state_dir / "blobs"))
     brokers = reachable_brokers(args, settings)
@@ -154,13 +172,16 @@ def cmd_poll(args: argparse.Namespace) -> int:
         if progress is not None:
             progress(ev)
 
-    try:
-        from newsflow.connectors.poller import DELIVERY
+    from newsflow.connectors.poller import DELIVERY
 
+    try:
         with observed("poller", args, poll_status,
                       health_extra=lambda: {**poll_metrics.broken(), **DELIVERY.health()}):
             run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
                             progress=observe, snapshot_s=args.snapshot_interval)
+    except StateDirLocked as e:  # another one started since the check above
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except Exception as e:
         # Ctrl-C / SIGTERM: Bytewax stops at an epoch boundary and raises "signal received"
         if not isinstance(e, KeyboardInterrupt) and "signal received" not in str(e):
@@ -251,6 +272,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--registry", default=DEFAULT_REGISTRY, help="registry TOML (default feeds.toml)")
     add_kafka_args(p)
     p.add_argument("--once", action="store_true", help="one round of due feeds, then exit (cron)")
+    p.add_argument("--now", metavar="FEED_ID",
+                   help="ask the poller running on this state directory to poll FEED_ID now, then exit")
     p.add_argument("--force", action="store_true", help="with --once: poll all feeds, ignore schedules")
     p.add_argument("--allow-private", action="store_true",
                    help="allow private and loopback addresses (never link-local/metadata)")

@@ -45,11 +45,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
@@ -76,6 +76,7 @@ from newsflow.polling.state import (
     FetchKind,
     FetchOutcome,
     PollPolicy,
+    evolve,
     reconcile_state,
 )
 from newsflow.wire.codec import encode_raw, health_key, interaction_heartbeat, poll_health_record
@@ -130,6 +131,8 @@ class PollerConfig:
     idle_wakeup_s: float = 5.0
     fetch: FetchConfig = field(default_factory=FetchConfig)
     policy: PollPolicy = field(default_factory=PollPolicy)
+    #: where ``newsflow poll --now FEED_ID`` leaves its requests (``<state dir>/requests``)
+    requests_dir: str | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,6 +228,114 @@ def restore_snapshot(snap: Any) -> tuple[dict[str, FeedState], dict[str, DomainS
 
 
 # --------------------------------------------------------------------------------------------
+# One poller per state directory; "poll this feed now" requests
+# --------------------------------------------------------------------------------------------
+
+LOCK_FILE = "poller.lock"
+REQUESTS_DIR = "requests"
+
+
+class StateDirLocked(RuntimeError):
+    """Another poller holds the state directory's lock."""
+
+    def __init__(self, state_dir: str | Path, pid: int | str) -> None:
+        super().__init__(f"another poller (pid {pid}) is using the state directory {state_dir}; stop it "
+                         "first, or give this one its own --state-dir")
+
+
+def state_dir_owner(state_dir: str | Path) -> int | None:
+    """The pid of the poller holding ``state_dir``'s lock (0 if it wrote none yet); None: free."""
+    import fcntl
+
+    path = Path(state_dir) / LOCK_FILE
+    if not path.exists():
+        return None
+    with path.open("a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            text = f.read().strip()
+            return int(text) if text.isdigit() else 0
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return None
+
+
+@contextlib.contextmanager
+def locked_state_dir(state_dir: str | Path) -> Iterator[None]:
+    """Hold ``state_dir``'s lock (``flock`` on ``poller.lock``, released by the kernel when the
+    process ends, however it ends): two pollers on one state directory would each snapshot
+    their own epochs into the same recovery files and leave them unusable."""
+    import fcntl
+
+    d = Path(state_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    f = (d / LOCK_FILE).open("a+")
+    try:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            raise StateDirLocked(d, f.read().strip() or "?") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield
+    finally:
+        f.close()
+
+
+def request_poll_now(state_dir: str | Path, feed_id: str) -> Path:
+    """Ask the poller running on ``state_dir`` to poll ``feed_id`` now (a request file it picks
+    up within a second); returns the file."""
+    d = Path(state_dir) / REQUESTS_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    name = f"{time.time_ns()}-{os.getpid()}"
+    tmp = d / f".{name}.tmp"
+    tmp.write_text(feed_id, encoding="utf-8")
+    final = d / f"{name}.now"
+    tmp.replace(final)  # atomic: the poller never reads half a request
+    return final
+
+
+class NowRequests:
+    """The ``--now`` requests of one requests directory, read at most every ``every_s``;
+    each partition takes the ones for its own feeds (a process-wide instance per directory)."""
+
+    _by_dir: ClassVar[dict[str, NowRequests]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, directory: str, every_s: float = 0.5) -> None:
+        self.directory = Path(directory)
+        self.every_s = every_s
+        self.pending: set[str] = set()
+        self._next = 0.0
+
+    @classmethod
+    def of(cls, directory: str) -> NowRequests:
+        with cls._lock:
+            inst = cls._by_dir.get(directory)
+            if inst is None:
+                inst = cls._by_dir[directory] = cls(directory)
+            return inst
+
+    def take(self, feed_ids: Mapping[str, Any]) -> list[str]:
+        """The requested feeds among ``feed_ids`` (each handed out once)."""
+        with self._lock:
+            mono = time.monotonic()
+            if mono >= self._next:
+                self._next = mono + self.every_s
+                for path in sorted(self.directory.glob("*.now")):
+                    with contextlib.suppress(OSError):
+                        self.pending.add(path.read_text(encoding="utf-8").strip())
+                        path.unlink()
+            mine = sorted(f for f in self.pending if f in feed_ids)
+            self.pending.difference_update(mine)
+            return mine
+
+
+# --------------------------------------------------------------------------------------------
 # The engine (asyncio; usable without Bytewax)
 # --------------------------------------------------------------------------------------------
 
@@ -288,6 +399,15 @@ class PollEngine:
             out.append((st.next_poll_ms, fid))
         out.sort()
         return [self.feeds[fid] for _, fid in out]
+
+    def poll_now(self, feed_id: str, now_ms: int) -> bool:
+        """Make ``feed_id`` due now (also a dead one: the operator asked); False if unknown or
+        already being polled."""
+        st = self.states.get(feed_id)
+        if st is None or feed_id in self.in_flight:
+            return False
+        self.states[feed_id] = evolve(st, next_poll_ms=now_ms, dead=False)
+        return True
 
     def next_wakeup_ms(self) -> int | None:
         """Earliest time a feed may become due (respecting domain backoff); None: never."""
@@ -510,6 +630,7 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
         self._tasks: set[asyncio.Task[PollEvent]] = set()
         self._started = False
         self._done = False
+        self._requests = NowRequests.of(config.requests_dir) if config.requests_dir and not once else None
 
     def _start(self, feeds: Iterable[FeedSpec]) -> None:
         for f in feeds:
@@ -529,6 +650,10 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
             if not self._started:
                 self._start(self._engine.due(now, force=self._force))
         else:
+            if self._requests is not None:
+                for fid in self._requests.take(self._engine.states):
+                    if self._engine.poll_now(fid, now):
+                        log.info("polling %s now, as asked", fid)
             self._start(self._engine.due(now))
         self._started = True
         if self._tasks:
@@ -560,6 +685,8 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
         delay_ms = idle_ms if nxt is None else min(max(0, nxt - self._clock()), idle_ms)
         if self._stop is not None:
             delay_ms = min(delay_ms, STOP_CHECK_MS)
+        if self._requests is not None:  # a --now request is answered within a second
+            delay_ms = min(delay_ms, self._requests.every_s * 1000)
         return datetime.now(UTC) + timedelta(milliseconds=delay_ms)
 
     def snapshot(self) -> dict[str, Any]:
@@ -896,12 +1023,17 @@ __all__ = [
     "HeartbeatSource",
     "KafkaRecord",
     "KafkaRecordSink",
+    "NowRequests",
     "PollEngine",
     "PollEvent",
     "PollerConfig",
     "PollerSource",
+    "StateDirLocked",
     "feed_partition",
+    "locked_state_dir",
+    "request_poll_now",
     "restore_snapshot",
+    "state_dir_owner",
     "state_from_dict",
     "state_to_dict",
     "system_clock_ms",
