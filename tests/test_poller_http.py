@@ -1096,3 +1096,55 @@ def test_adopted_redirect_keeps_its_real_query_but_records_stay_redacted(server:
     assert eng.states["q"].url.endswith("?" + target_query)  # adopted with its token
     assert b"secret-tok" not in b"".join(r.value for r in ev.records)
     assert "REDACTED" in (ev.alert or "")
+
+
+def _screen(text: str) -> list[str]:
+    """The lines a terminal shows for ``text`` (``\\r`` back to column 0, ``ESC[K`` clears to the
+    end of the line)."""
+    lines: list[str] = []
+    for raw_line in text.split("\n"):
+        line: list[str] = []
+        col = 0
+        i = 0
+        while i < len(raw_line):
+            if raw_line.startswith("\x1b[K", i):
+                del line[col:]
+                i += 3
+                continue
+            ch = raw_line[i]
+            if ch == "\r":
+                col = 0
+            else:
+                line[col:col + 1] = [ch]
+                col += 1
+            i += 1
+        lines.append("".join(line))
+    return lines
+
+
+def test_log_lines_never_share_a_line_with_the_progress_line() -> None:
+    import io
+    import logging
+
+    from newsflow.cli.poll import Progress
+
+    buf = io.StringIO()  # stdout and stderr on one terminal
+    lg = logging.getLogger("newsflow.test-progress")
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    lg.addHandler(handler)
+    lg.propagate = False
+    try:
+        p = Progress(None, buf, live=True, min_interval_s=0)
+        p.share_terminal(lg)
+        p(PollEvent("f", "ok", (), T0))
+        lg.warning("Kafka has not acknowledged 3 records")
+        p(PollEvent("g", "ok", (), T0))
+        lg.warning("second line")
+        p.finish()
+    finally:
+        lg.removeHandler(handler)
+    screen = _screen(buf.getvalue())
+    logs = [s for s in screen if "WARNING" in s]
+    assert logs == ["WARNING Kafka has not acknowledged 3 records", "WARNING second line"], screen
+    assert any(s.startswith("polled 2") for s in screen), screen

@@ -40,8 +40,10 @@ def observed(name: str, args: argparse.Namespace, status: Callable[[], dict[str,
     """Logs, ``/metrics`` + ``/healthz`` and (with ``lag_topic``) consumer lag around a command;
     ``health_extra`` adds fields to ``/healthz`` only (an ``unhealthy`` reason makes it 503)."""
     from newsflow.connectors.observability import LagMonitor, StatusLogger, serve, setup_logging
+    from newsflow.flows.metrics import own_metrics
 
     setup_logging(args.log_format)
+    own_metrics(name)
     started = time.time()
     lag: LagMonitor | None = None
 

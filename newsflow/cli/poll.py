@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -58,23 +60,52 @@ class Progress:
         self.started = time.monotonic()
         self._last_draw = 0.0
         self._min = min_interval_s
+        self._drawn = False  # the status line is on the terminal now
+        self._lock = threading.RLock()  # log lines come from other threads too
 
     @property
     def polled(self) -> int:
         return sum(n for s, n in self.counts.items() if s != "tick")
 
     def __call__(self, ev: Any) -> None:
-        self.counts[ev.status] += 1
-        if ev.alert:
-            self.alerts.append(f"{ev.feed_id}: {ev.alert}")
+        with self._lock:
+            self.counts[ev.status] += 1
+            if ev.alert:
+                self.alerts.append(f"{ev.feed_id}: {ev.alert}")
+                if self.live:
+                    self.out.write(f"\r\x1b[K! {ev.feed_id}: {ev.alert}\n")
+                    self._drawn = False
             if self.live:
-                self.out.write(f"\r\x1b[K! {ev.feed_id}: {ev.alert}\n")
-        if self.live:
-            now = time.monotonic()
-            if now - self._last_draw >= self._min or (self.total and self.polled >= self.total):
-                self._last_draw = now
-                self.out.write("\r\x1b[K" + self.line())
-                self.out.flush()
+                now = time.monotonic()
+                if now - self._last_draw >= self._min or (self.total and self.polled >= self.total):
+                    self._last_draw = now
+                    self.out.write("\r\x1b[K" + self.line())
+                    self.out.flush()
+                    self._drawn = True
+
+    def share_terminal(self, *loggers: logging.Logger) -> None:
+        """On a terminal, each log line of ``loggers``' handlers first clears the status line,
+        which is drawn again below it: a log line and the status line never share a line."""
+        if not self.live:
+            return
+        for lg in loggers:
+            for h in lg.handlers:
+                if getattr(h, "_newsflow_progress", None) is self:
+                    continue
+                h.emit = self._around(h.emit)  # type: ignore[method-assign,assignment]
+                h._newsflow_progress = self  # type: ignore[attr-defined]
+
+    def _around(self, emit: Callable[[logging.LogRecord], None]) -> Callable[[logging.LogRecord], None]:
+        def wrapped(record: logging.LogRecord) -> None:
+            with self._lock:
+                if self._drawn:
+                    self.out.write("\r\x1b[K")
+                    self.out.flush()
+                emit(record)
+                if self._drawn:
+                    self.out.write(self.line())
+                    self.out.flush()
+        return wrapped
 
     def line(self) -> str:
         c = self.counts
@@ -89,6 +120,7 @@ class Progress:
     def finish(self) -> None:
         if self.live:
             self.out.write("\r\x1b[K")
+            self._drawn = False
         self.out.write(self.line() + "\n")
         statuses = ", ".join(f"{s} {n}" for s, n in sorted(self.counts.items()) if s != "tick")
         if statuses:
@@ -177,6 +209,8 @@ def cmd_poll(args: argparse.Namespace) -> int:
     try:
         with observed("poller", args, poll_status,
                       health_extra=lambda: {**poll_metrics.broken(), **DELIVERY.health()}):
+            if progress is not None:
+                progress.share_terminal(logging.getLogger("newsflow"), logging.getLogger())
             run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
                             progress=observe, snapshot_s=args.snapshot_interval)
     except StateDirLocked as e:  # another one started since the check above
