@@ -173,3 +173,59 @@ def test_poller_rides_out_a_broker_outage(outage_broker: list[KafkaBroker], tmp_
     assert "polling resumes" in text, text[-3000:]
     if message_timeout_ms:  # the records did time out in the producer and were produced again
         assert last_delivery["redelivered_records"] > 0, last_delivery
+
+
+def test_stop_during_an_outage_saves_no_undelivered_poll(outage_broker: list[KafkaBroker], tmp_path: Path) -> None:
+    """Ctrl-C while a poll's records wait for the broker: one line, exit 0, and the saved state
+    is the last delivered poll's (the next start sends that poll's ETag, not the lost one's)."""
+    broker = outage_broker[0]
+    suffix = uuid.uuid4().hex[:8]
+    topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
+    ensure_topics([broker.bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
+    conf = tmp_path / "newsflow.toml"
+    conf.write_text("[kafka.topics]\n" + "".join(f'{n} = "{getattr(topics, n)}"\n' for n in topics.roles())
+                    + "[poller.policy]\nmin_interval_s = 2.0\n")
+    metrics_port = _free_port()
+    with FixtureServer() as srv:
+        reg = tmp_path / "feeds.toml"
+        reg.write_text(f'[[feed]]\nid = "b1"\nurl = "{srv.url("/bench/1")}"\nname = "B"\npublisher = "B"\n'
+                       'tier = "T3"\ncategory = "tech"\nlanguage = "en"\ninterval = "2s"\n')
+        base = [sys.executable, "-m", "newsflow.cli.main", "poll", "--registry", str(reg), "--config", str(conf),
+                "--state-dir", str(tmp_path / "state"), "--allow-private", "--snapshot-interval", "1",
+                "--heartbeat", "0", "--no-create-topics", "--quiet", "--metrics-host", "127.0.0.1"]
+        log = tmp_path / "poller.log"
+        proc = subprocess.Popen([*base, "--brokers", broker.bootstrap, "--metrics-port", str(metrics_port)],
+                                stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            deadline = time.monotonic() + 60
+            while len(srv.requests_for("/bench/1")) < 2 or _health(metrics_port)[0] != 200:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+            broker.stop(remove_data=False)
+            deadline = time.monotonic() + 30
+            while _health(metrics_port)[0] != 503:  # the next poll's records are stuck
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+            served = len(srv.requests_for("/bench/1"))
+            proc.send_signal(signal.SIGINT)
+            rc = proc.wait(15)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        text = log.read_text(errors="replace")
+        assert rc == 0, text[-3000:]
+        assert "Traceback" not in text and "panicked" not in text, text[-3000:]
+        assert text.rstrip().endswith("are polled again on the next start"), text[-3000:]
+
+        broker = outage_broker[0] = KafkaBroker(broker.port, controller_port=broker.controller_port,
+                                                data_dir=broker.root).start()
+        raw = [orjson.loads(m.value()) for m in consume_all(broker.bootstrap, topics.raw)]
+        delivered = sorted(int(r["etag"].strip('"').split("-")[1]) for r in raw if r["feed_id"] == "b1")
+        assert delivered == list(range(1, served)), (delivered, served)  # the last poll's records were stuck
+        done = subprocess.run([*base, "--brokers", broker.bootstrap, "--metrics-port", "0", "--once", "--force"],
+                              capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+        again = srv.requests_for("/bench/1")[served]
+        assert again.headers.get("If-None-Match") == f'"1-{served - 1}"', again.headers

@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -862,11 +863,6 @@ class DeliveryStatus:
 DELIVERY = DeliveryStatus()
 
 
-class DeliveryStopped(RuntimeError):
-    """The poller was stopped while Kafka had not acknowledged a batch: the batch's polls are
-    not in the saved state, so the next start polls those feeds again."""
-
-
 #: delivery errors that mean "not delivered yet" (broker away, leader moving, local timeout):
 #: the record is produced again; any other error is a defect of the record or the set-up
 _RETRY_CODES = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN",
@@ -944,10 +940,17 @@ class _KafkaRecordPartition(StatelessSinkPartition[KafkaRecord]):
                 self._p.poll(0.1)
 
     def _check_stop(self, waiting: int) -> None:
+        """Ctrl-C / SIGTERM while Kafka has not acknowledged the batch: the process ends here,
+        at once, with one line and exit 0. The epoch is not committed, so the saved state is
+        the last snapshot's, without these polls: the next start polls those feeds again.
+        (Raising instead would go through Bytewax as a panic and two tracebacks; letting the
+        epoch end would save the state of polls whose records are not in Kafka.)"""
         if self._stop is not None and self._stop.is_set():
-            msg = (f"stopped while Kafka had not acknowledged {waiting} records; their polls are not in "
-                   "the saved state and are repeated on the next start")
-            raise DeliveryStopped(msg)
+            sys.stdout.flush()
+            sys.stderr.write(f"stopped while Kafka had not acknowledged {waiting} records; their polls "
+                             "are not in the saved state and are polled again on the next start\n")
+            sys.stderr.flush()
+            os._exit(0)
 
     def write_batch(self, items: list[KafkaRecord]) -> None:
         todo: list[tuple[KafkaRecord, int | None]] = []
@@ -1001,8 +1004,8 @@ class _KafkaRecordPartition(StatelessSinkPartition[KafkaRecord]):
 
 class KafkaRecordSink(DynamicSink[KafkaRecord]):
     """Produces :class:`KafkaRecord` values with confluent_kafka; a batch is written only once
-    Kafka acknowledged all of it (see :class:`_KafkaRecordPartition`). ``stop`` set while it
-    waits: :class:`DeliveryStopped`."""
+    Kafka acknowledged all of it (see :class:`_KafkaRecordPartition`); ``stop`` set while it
+    waits ends the process without saving the waiting polls' state."""
 
     def __init__(self, brokers: Sequence[str], add_config: Mapping[str, Any] | None = None,
                  stop: threading.Event | None = None) -> None:
@@ -1019,7 +1022,6 @@ __all__ = [
     "TICK_FEED_ID",
     "Clock",
     "DeliveryStatus",
-    "DeliveryStopped",
     "HeartbeatSource",
     "KafkaRecord",
     "KafkaRecordSink",
