@@ -25,6 +25,12 @@ Snapshots are plain dicts of plain values (not pickled classes), so adding a fie
 partitions re-shards the feeds and therefore starts their state over (like changing a Kafka
 topic's partition count); the default (4) allows up to 4 workers.
 
+Broker outages: the sink (:class:`KafkaRecordSink`) returns a batch only once Kafka acknowledged
+all of it, producing again what times out in the producer; the poller's one worker waits with
+it, so no poll starts and no snapshot is taken until the broker is back, however long that
+takes (``/healthz`` is 503 meanwhile, :data:`DELIVERY`). A stop while it waits ends the process
+without a snapshot, so those polls are repeated.
+
 Why not a JSON/SQLite state file of our own? Bytewax already gives atomic epoch snapshots that
 are consistent with what the sink flushed; a separate file would need its own two-phase
 commit with Kafka to get the same guarantee.
