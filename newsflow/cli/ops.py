@@ -76,6 +76,7 @@ def observed(name: str, args: argparse.Namespace, status: Callable[[], dict[str,
         log.info("%s stopped", name, extra={"service": name, **status()})
         if server is not None:
             server.close()
+        own_metrics("flow")  # back to the set registered at import (commands run in one process)
 
 
 def cmd_health(args: argparse.Namespace) -> int:
