@@ -61,7 +61,7 @@ def test_kafka_end_to_end_matches_file_mode(kafka_bootstrap: str, tmp_path: Path
             validate(name, value)
             rec = orjson.loads(value)
             expected_key = {"articles": rec.get("key"), "digests": rec.get("digest_id"),
-                            "feed-health": rec.get("feed_id"), "deadletter": rec.get("dl_id"),
+                            "feed-health": f"{rec.get('source')}:{rec.get('feed_id')}", "deadletter": rec.get("dl_id"),
                             "stories": rec.get("story_id")}[name]
             assert key == expected_key.encode()  # the documented idempotent message key
     arts = [orjson.loads(v) for _, v in got["articles"]]

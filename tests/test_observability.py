@@ -186,6 +186,9 @@ def test_run_serves_metrics_health_and_json_logs(kafka_bootstrap: str, tmp_path:
 
         s = wait_for(caught_up, 120, "the flow to read every payload with lag 0", proc)
         assert sum(by_name(s, "newsflow_articles_total").values()) > 0
+        text = get(f"http://127.0.0.1:{port}/metrics")[1]  # only the flow's own metrics
+        assert "newsflow_payloads" in text and not [m for m in ("newsflow_polls", "newsflow_broken_feeds",
+                                                               "newsflow_feeds_polled", "newsflow_heartbeats") if m in text]
         dls = by_name(s, "newsflow_deadletters_total")
         assert any(dict(k)["reason"] == "html_instead_of_feed" and v > 0 for k, v in dls.items())
         assert by_name(s, "newsflow_input_high_watermark")[(("partition", "0"),)] == n
@@ -242,8 +245,14 @@ def test_poll_serves_polls_by_status_and_broken_feeds(kafka_bootstrap: str, tmp_
             polls = {dict(k)["status"]: v for k, v in by_name(s, "newsflow_polls_total").items()}
             assert polls == {"ok": 1, "html_instead_of_feed": 1, "dead": 1}
             assert by_name(s, "newsflow_broken_feeds")[()] == 2
+            # only the poller's own metrics: none of the flow's would move here
+            text = get(f"http://127.0.0.1:{port}/metrics")[1]
+            assert not [m for m in ("newsflow_payloads", "newsflow_repolls_unchanged", "newsflow_late_for_digest",
+                                    "newsflow_consumer_lag") if m in text], text
             code, body = get(f"http://127.0.0.1:{port}/healthz")
-            assert code == 200 and orjson.loads(body)["broken_feeds"] == 2
+            h = orjson.loads(body)
+            assert code == 200 and h["broken_feeds"] == 2
+            assert h["broken_feed_ids"] == {"cf": "html_instead_of_feed", "gone": "dead"}  # by name
         finally:
             err = stop(proc)
     assert "poller starting; metrics at http://127.0.0.1:" in err

@@ -91,19 +91,22 @@ def run(fn: Callable[[], Awaitable[T]]) -> T:
 
 def health(ev: PollEvent) -> dict[str, Any]:
     recs = [r for r in ev.records if r.topic == "feed-health"]
-    assert len(recs) == 1 and recs[0].key == ev.feed_id.encode()
+    assert len(recs) == 1 and recs[0].key == b"poller:" + ev.feed_id.encode()
     d = orjson.loads(recs[0].value)
     validate("feed-health", d)
     return d
 
 
 def raw(ev: PollEvent) -> dict[str, Any] | None:
+    """The poll's ``feeds.raw`` record when it carries a body to parse; None for a poll sent
+    without one (every poll is sent: then its ``poll_status`` is the poll's status)."""
     recs = [r for r in ev.records if r.topic == "feeds.raw"]
-    if not recs:
-        return None
     assert len(recs) == 1 and recs[0].key == ev.feed_id.encode()
     d = orjson.loads(recs[0].value)
     validate("feeds.raw", d)
+    if d.get("poll_status") is not None:
+        assert d["body_b64"] is None and d.get("body_ref") is None and d["poll_status"] == ev.status, d
+        return None
     return d
 
 
@@ -945,8 +948,8 @@ def test_flow_once_persists_state_across_restarts(server: FixtureServer, tmp_pat
     r1 = once()
     assert statuses[0] == ["__tick__:tick", "atom:ok", "gone:dead", "wire:ok"]
     assert sorted((r.topic, r.key) for r in r1 if r.key != b"__tick__") == [
-        ("feed-health", b"atom"), ("feed-health", b"gone"), ("feed-health", b"wire"),
-        ("feeds.raw", b"atom"), ("feeds.raw", b"wire")]
+        ("feed-health", b"poller:atom"), ("feed-health", b"poller:gone"), ("feed-health", b"poller:wire"),
+        ("feeds.raw", b"atom"), ("feeds.raw", b"gone"), ("feeds.raw", b"wire")]
     for r in r1:
         validate("feeds.raw" if r.topic == "feeds.raw" else "feed-health", orjson.loads(r.value))
     r2 = once()  # restart: nothing is due yet, the dead feed stays dead
@@ -1093,3 +1096,55 @@ def test_adopted_redirect_keeps_its_real_query_but_records_stay_redacted(server:
     assert eng.states["q"].url.endswith("?" + target_query)  # adopted with its token
     assert b"secret-tok" not in b"".join(r.value for r in ev.records)
     assert "REDACTED" in (ev.alert or "")
+
+
+def _screen(text: str) -> list[str]:
+    """The lines a terminal shows for ``text`` (``\\r`` back to column 0, ``ESC[K`` clears to the
+    end of the line)."""
+    lines: list[str] = []
+    for raw_line in text.split("\n"):
+        line: list[str] = []
+        col = 0
+        i = 0
+        while i < len(raw_line):
+            if raw_line.startswith("\x1b[K", i):
+                del line[col:]
+                i += 3
+                continue
+            ch = raw_line[i]
+            if ch == "\r":
+                col = 0
+            else:
+                line[col:col + 1] = [ch]
+                col += 1
+            i += 1
+        lines.append("".join(line))
+    return lines
+
+
+def test_log_lines_never_share_a_line_with_the_progress_line() -> None:
+    import io
+    import logging
+
+    from newsflow.cli.poll import Progress
+
+    buf = io.StringIO()  # stdout and stderr on one terminal
+    lg = logging.getLogger("newsflow.test-progress")
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    lg.addHandler(handler)
+    lg.propagate = False
+    try:
+        p = Progress(None, buf, live=True, min_interval_s=0)
+        p.share_terminal(lg)
+        p(PollEvent("f", "ok", (), T0))
+        lg.warning("Kafka has not acknowledged 3 records")
+        p(PollEvent("g", "ok", (), T0))
+        lg.warning("second line")
+        p.finish()
+    finally:
+        lg.removeHandler(handler)
+    screen = _screen(buf.getvalue())
+    logs = [s for s in screen if "WARNING" in s]
+    assert logs == ["WARNING Kafka has not acknowledged 3 records", "WARNING second line"], screen
+    assert any(s.startswith("polled 2") for s in screen), screen

@@ -61,15 +61,22 @@ def test_poll_once_into_kafka_then_again_via_cli(kafka_bootstrap: str, tmp_path:
         ticks = [m for m in raw_msgs if m.key() == b"__tick__"]
         assert sorted(m.partition() for m in ticks) == [0, 1, 2]  # a tick on every partition
         polls = {m.key().decode(): m for m in raw_msgs if m.key() != b"__tick__"}
-        assert set(polls) == {"wire", "atom", "rdf", "broken"}  # HTML, 410: no payload
+        assert set(polls) == {"wire", "atom", "rdf", "broken", "cf", "gone"}  # every poll
         for fid, m in polls.items():
             p = decode_raw(m.value())
-            assert p.feed_id == fid and p.status == 200 and m.timestamp()[1] == p.fetched_at_ms
+            assert p.feed_id == fid and m.timestamp()[1] == p.fetched_at_ms
+            if fid in ("cf", "gone"):  # no feed body: the poll's status instead
+                assert p.body is None and p.error
+                assert (p.status, p.poll_status) == ({"cf": 200, "gone": 410}[fid],
+                                                     {"cf": "html_instead_of_feed", "gone": "dead"}[fid])
+            else:
+                assert p.status == 200 and p.poll_status is None and p.body
         wire = decode_raw(polls["wire"].value())
         assert wire.body == (FIXTURES / "rss20.xml").read_bytes()
         assert (wire.publisher, wire.tier, wire.category, wire.language) == ("Wire Co", "T1", "world", "en")
         # one feed's polls stay in one partition: keyed by feed_id
-        status = {m.key().decode(): orjson.loads(m.value())["status"] for m in health_msgs}
+        assert all(m.key().startswith(b"poller:") for m in health_msgs)
+        status = {orjson.loads(m.value())["feed_id"]: orjson.loads(m.value())["status"] for m in health_msgs}
         assert status == {"wire": "ok", "atom": "ok", "rdf": "ok", "broken": "parse_error",
                           "cf": "html_instead_of_feed", "gone": "dead"}
 
@@ -89,16 +96,19 @@ def test_poll_once_into_kafka_then_again_via_cli(kafka_bootstrap: str, tmp_path:
         assert rc == 0
         assert "If-None-Match" in srv.requests_for("/feeds/rss20.xml")[-1].headers
 
-    seen = {(m.partition(), m.offset()) for m in [*health_msgs, *raw_msgs]}
+    seen = {(m.topic(), m.partition(), m.offset()) for m in [*health_msgs, *raw_msgs]}
     health2 = [m for m in consume_all(kafka_bootstrap, topics.feed_health)
-               if (m.partition(), m.offset()) not in seen]
-    raw2 = [m for m in consume_all(kafka_bootstrap, topics.raw) if (m.partition(), m.offset()) not in seen]
+               if (m.topic(), m.partition(), m.offset()) not in seen]
+    raw2 = [m for m in consume_all(kafka_bootstrap, topics.raw) if (m.topic(), m.partition(), m.offset()) not in seen]
     for m in health2:
         validate("feed-health", m.value())
     st2 = Counter(orjson.loads(m.value())["status"] for m in health2)
-    assert st2["not_modified"] == 3 and "dead" not in st2  # dead feed no longer polled
-    assert {m.key() for m in raw2} == {b"__tick__"}  # nothing new: only the final ticks
-    counters = {m.key().decode(): orjson.loads(m.value())["counters"] for m in health2}
+    assert st2["not_modified"] == 3 and "dead" not in st2, st2  # dead feed no longer polled
+    # nothing new: the unchanged polls without a body, and the final ticks
+    assert all(decode_raw(m.value()).body is None for m in raw2)
+    # each poll is on feeds.raw with the status its feed-health record has
+    assert Counter(decode_raw(m.value()).poll_status for m in raw2 if m.key() != b"__tick__") == st2
+    counters = {orjson.loads(m.value())["feed_id"]: orjson.loads(m.value())["counters"] for m in health2}
     assert counters["wire"]["total_polls"] == 2 and counters["wire"]["not_modified_polls"] == 1
 
 

@@ -318,3 +318,19 @@ def test_cli_render_defaults_to_the_last_final_digest(tmp_path, capsys) -> None:
     assert capsys.readouterr().out.startswith("# Weekly Roundup (in progress) —")
     assert digest_cli(["digest", "render", str(f), "--digest-id", weekly["digest_id"]]) == 0
     assert capsys.readouterr().out.startswith("# Weekly Roundup (in progress) —")
+
+
+def test_an_empty_section_says_why() -> None:
+    from newsflow.wire.contracts import validate
+
+    d = assemble_digest([rec("apple", 0, 55), rec("fed", 1, 20)], WIN)  # best importance below 70
+    validate("digests", orjson.dumps(d))
+    top = next(s for s in d["sections"] if s["name"] == "Top Stories")
+    assert top["items"] == [] and top["empty_reason"].startswith("no story reached importance 70 yet (the best: ")
+    md, html = to_markdown(d), to_html(d)
+    from newsflow.digest.render import md_escape
+
+    assert f"_Nothing in this section: {md_escape(top['empty_reason'])}._" in md
+    assert f"Nothing in this section: {top['empty_reason']}." in html
+    empty = assemble_digest([], WIN)
+    assert "Nothing in this section: no article in this window yet." in to_markdown(empty)

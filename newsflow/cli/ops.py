@@ -161,27 +161,32 @@ def without_rust_panics() -> Iterator[None]:
 @contextmanager
 def observed(name: str, args: argparse.Namespace, status: Callable[[], dict[str, Any]], *,
              brokers: Sequence[str] | None = None, lag_topic: str | None = None,
-             startup_grace_s: float = 60.0, stop_note: str = "") -> Iterator[Any]:
-    """Logs, ``/metrics`` + ``/healthz`` and (with ``lag_topic``) consumer lag around a command.
+             startup_grace_s: float = 60.0, stop_note: str = "",
+             health_extra: Callable[[], dict[str, Any]] | None = None) -> Iterator[Any]:
+    """Logs, ``/metrics`` + ``/healthz`` and (with ``lag_topic``) consumer lag around a command;
+    ``health_extra`` adds fields to ``/healthz`` only (an ``unhealthy`` reason makes it 503).
 
     SIGINT / SIGTERM stop it cleanly: the stop is one log line (``<name> stopped by SIGTERM;
     <stop_note>``) and the block ends without an exception; Bytewax's Rust panic messages are
     kept off stderr."""
     from newsflow.connectors.observability import LagMonitor, StatusLogger, serve, setup_logging
+    from newsflow.flows.metrics import own_metrics
 
     setup_logging(args.log_format)
+    own_metrics(name)
     started = time.time()
     lag: LagMonitor | None = None
 
     def health() -> dict[str, Any]:
         now = time.time()
-        h: dict[str, Any] = {"service": name, "uptime_s": round(now - started, 1), **status()}
-        ok = True
+        h: dict[str, Any] = {"service": name, "uptime_s": round(now - started, 1), **status(),
+                             **(health_extra() if health_extra is not None else {})}
+        ok = not h.get("unhealthy")
         if lag is not None:
             age = None if lag.last_ok is None else round(now - lag.last_ok, 1)
             h["kafka_checked_s_ago"] = age
             # Kafka unanswered for a minute (after the start-up grace): unhealthy
-            ok = (age is not None and age < 60) or now - started < startup_grace_s
+            ok = ok and ((age is not None and age < 60) or now - started < startup_grace_s)
         h["ok"] = ok
         return h
 
@@ -212,6 +217,7 @@ def observed(name: str, args: argparse.Namespace, status: Callable[[], dict[str,
                      extra={"service": name, "stopped_by": stopped_by, **status()})
         if server is not None:
             server.close()
+        own_metrics("flow")  # back to the set registered at import (commands run in one process)
 
 
 def cmd_health(args: argparse.Namespace) -> int:

@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -58,23 +60,52 @@ class Progress:
         self.started = time.monotonic()
         self._last_draw = 0.0
         self._min = min_interval_s
+        self._drawn = False  # the status line is on the terminal now
+        self._lock = threading.RLock()  # log lines come from other threads too
 
     @property
     def polled(self) -> int:
         return sum(n for s, n in self.counts.items() if s != "tick")
 
     def __call__(self, ev: Any) -> None:
-        self.counts[ev.status] += 1
-        if ev.alert:
-            self.alerts.append(f"{ev.feed_id}: {ev.alert}")
+        with self._lock:
+            self.counts[ev.status] += 1
+            if ev.alert:
+                self.alerts.append(f"{ev.feed_id}: {ev.alert}")
+                if self.live:
+                    self.out.write(f"\r\x1b[K! {ev.feed_id}: {ev.alert}\n")
+                    self._drawn = False
             if self.live:
-                self.out.write(f"\r\x1b[K! {ev.feed_id}: {ev.alert}\n")
-        if self.live:
-            now = time.monotonic()
-            if now - self._last_draw >= self._min or (self.total and self.polled >= self.total):
-                self._last_draw = now
-                self.out.write("\r\x1b[K" + self.line())
-                self.out.flush()
+                now = time.monotonic()
+                if now - self._last_draw >= self._min or (self.total and self.polled >= self.total):
+                    self._last_draw = now
+                    self.out.write("\r\x1b[K" + self.line())
+                    self.out.flush()
+                    self._drawn = True
+
+    def share_terminal(self, *loggers: logging.Logger) -> None:
+        """On a terminal, each log line of ``loggers``' handlers first clears the status line,
+        which is drawn again below it: a log line and the status line never share a line."""
+        if not self.live:
+            return
+        for lg in loggers:
+            for h in lg.handlers:
+                if getattr(h, "_newsflow_progress", None) is self:
+                    continue
+                h.emit = self._around(h.emit)  # type: ignore[method-assign,assignment]
+                h._newsflow_progress = self  # type: ignore[attr-defined]
+
+    def _around(self, emit: Callable[[logging.LogRecord], None]) -> Callable[[logging.LogRecord], None]:
+        def wrapped(record: logging.LogRecord) -> None:
+            with self._lock:
+                if self._drawn:
+                    self.out.write("\r\x1b[K")
+                    self.out.flush()
+                emit(record)
+                if self._drawn:
+                    self.out.write(self.line())
+                    self.out.flush()
+        return wrapped
 
     def line(self) -> str:
         c = self.counts
@@ -89,6 +120,7 @@ class Progress:
     def finish(self) -> None:
         if self.live:
             self.out.write("\r\x1b[K")
+            self._drawn = False
         self.out.write(self.line() + "\n")
         statuses = ", ".join(f"{s} {n}" for s, n in sorted(self.counts.items()) if s != "tick")
         if statuses:
@@ -135,11 +167,29 @@ def cmd_poll(args: argparse.Namespace) -> int:
     if not feeds:
         print("error: no valid feeds in the registry", file=sys.stderr)
         return 2
+    from newsflow.connectors.poller import StateDirLocked, request_poll_now, state_dir_owner
+
+    own_state = Path(args.state_dir or default_state_dir(args.registry))
+    owner = None if args.no_state else state_dir_owner(own_state)
+    if args.now is not None:  # ask the running poller, do not poll here
+        if args.now not in {f.id for f in feeds}:
+            print(f"error: no valid feed {args.now!r} in {args.registry}", file=sys.stderr)
+            return 2
+        if owner is None:
+            print(f"error: no poller is running on {own_state}; `newsflow poll --once --force` polls "
+                  "every feed now", file=sys.stderr)
+            return 2
+        request_poll_now(own_state, args.now)
+        print(f"asked the poller (pid {owner}) to poll {args.now} now")
+        return 0
+    if owner is not None:
+        print(f"error: {StateDirLocked(own_state, owner)}", file=sys.stderr)
+        return 2
     if args.concurrency is not None:
         cfg = replace(cfg, concurrency=args.concurrency)
     if args.heartbeat is not None:
         cfg = replace(cfg, heartbeat_s=args.heartbeat)
-    state_dir = None if args.no_state else Path(args.state_dir or default_state_dir(args.registry))
+    state_dir = None if args.no_state else own_state
     if state_dir is not None and cfg.blob_dir is None:
         cfg = replace(cfg, blob_dir=str(state_dir / "blobs"))
     brokers = reachable_brokers(args, settings)
@@ -155,12 +205,21 @@ def cmd_poll(args: argparse.Namespace) -> int:
         if progress is not None:
             progress(ev)
 
+    from newsflow.connectors.poller import DELIVERY
+
     # Ctrl-C / SIGTERM: the poller finishes its epoch and snapshots; one line says so, exit 0
-    with observed("poller", args, poll_status,
-                  stop_note=f"per-feed state saved in {state_dir}" if state_dir is not None else ""):
-        run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
-                        progress=observe, snapshot_s=args.snapshot_interval,
-                        producer_config=settings_config(settings))
+    try:
+        with observed("poller", args, poll_status,
+                      stop_note=f"per-feed state saved in {state_dir}" if state_dir is not None else "",
+                      health_extra=lambda: {**poll_metrics.broken(), **DELIVERY.health()}):
+            if progress is not None:
+                progress.share_terminal(logging.getLogger("newsflow"), logging.getLogger())
+            run_poller_flow(feeds, cfg, brokers, state_dir=state_dir, once=args.once, force=args.force,
+                            progress=observe, snapshot_s=args.snapshot_interval,
+                            producer_config=settings_config(settings))
+    except StateDirLocked as e:  # another one started since the check above
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if progress is not None:
         progress.finish()
     return 0
@@ -235,6 +294,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--registry", default=DEFAULT_REGISTRY, help="registry TOML (default feeds.toml)")
     add_kafka_args(p)
     p.add_argument("--once", action="store_true", help="one round of due feeds, then exit (cron)")
+    p.add_argument("--now", metavar="FEED_ID",
+                   help="ask the poller running on this state directory to poll FEED_ID now, then exit")
     p.add_argument("--force", action="store_true", help="with --once: poll all feeds, ignore schedules")
     p.add_argument("--allow-private", action="store_true",
                    help="allow private and loopback addresses (never link-local/metadata)")

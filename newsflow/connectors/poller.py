@@ -1,7 +1,8 @@
 """The feed poller: schedules polls, fetches (``connectors.http_fetch``), applies the polling
 rules (``newsflow.polling``) and turns every poll into Kafka records: the raw-payload envelope
-on ``feeds.raw`` (key ``feed_id``; only when there is a new body) and one ``feed-health`` record
-(key ``feed_id``) per poll, plus heartbeat ticks to every partition of ``feeds.raw``.
+on ``feeds.raw`` (key ``feed_id``; every poll: with its new body, or without one and the poll's
+status) and one ``feed-health`` record (key ``poller:<feed_id>``) per poll, plus heartbeat ticks
+to every partition of ``feeds.raw``.
 
 Design: state across restarts
 -----------------------------
@@ -24,6 +25,12 @@ Snapshots are plain dicts of plain values (not pickled classes), so adding a fie
 partitions re-shards the feeds and therefore starts their state over (like changing a Kafka
 topic's partition count); the default (4) allows up to 4 workers.
 
+Broker outages: the sink (:class:`KafkaRecordSink`) returns a batch only once Kafka acknowledged
+all of it, producing again what times out in the producer; the poller's one worker waits with
+it, so no poll starts and no snapshot is taken until the broker is back, however long that
+takes (``/healthz`` is 503 meanwhile, :data:`DELIVERY`). A stop while it waits ends the process
+without a snapshot, so those polls are repeated.
+
 Why not a JSON/SQLite state file of our own? Bytewax already gives atomic epoch snapshots that
 are consistent with what the sink flushed; a separate file would need its own two-phase
 commit with Kafka to get the same guarantee.
@@ -42,13 +49,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
@@ -69,16 +77,17 @@ from newsflow.polling.rules import (
     reliability_score,
     update_domain_backoff,
 )
-from newsflow.polling.safety import redact_url
+from newsflow.polling.safety import redact_message, redact_url
 from newsflow.polling.state import (
     DomainState,
     FeedState,
     FetchKind,
     FetchOutcome,
     PollPolicy,
+    evolve,
     reconcile_state,
 )
-from newsflow.wire.codec import encode_raw, interaction_heartbeat, poll_health_record
+from newsflow.wire.codec import encode_raw, health_key, interaction_heartbeat, poll_health_record
 from newsflow.wire.contracts import headers_for
 
 log = logging.getLogger("newsflow.poller")
@@ -130,6 +139,8 @@ class PollerConfig:
     idle_wakeup_s: float = 5.0
     fetch: FetchConfig = field(default_factory=FetchConfig)
     policy: PollPolicy = field(default_factory=PollPolicy)
+    #: where ``newsflow poll --now FEED_ID`` leaves its requests (``<state dir>/requests``)
+    requests_dir: str | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,6 +236,114 @@ def restore_snapshot(snap: Any) -> tuple[dict[str, FeedState], dict[str, DomainS
 
 
 # --------------------------------------------------------------------------------------------
+# One poller per state directory; "poll this feed now" requests
+# --------------------------------------------------------------------------------------------
+
+LOCK_FILE = "poller.lock"
+REQUESTS_DIR = "requests"
+
+
+class StateDirLocked(RuntimeError):
+    """Another poller holds the state directory's lock."""
+
+    def __init__(self, state_dir: str | Path, pid: int | str) -> None:
+        super().__init__(f"another poller (pid {pid}) is using the state directory {state_dir}; stop it "
+                         "first, or give this one its own --state-dir")
+
+
+def state_dir_owner(state_dir: str | Path) -> int | None:
+    """The pid of the poller holding ``state_dir``'s lock (0 if it wrote none yet); None: free."""
+    import fcntl
+
+    path = Path(state_dir) / LOCK_FILE
+    if not path.exists():
+        return None
+    with path.open("a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            text = f.read().strip()
+            return int(text) if text.isdigit() else 0
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return None
+
+
+@contextlib.contextmanager
+def locked_state_dir(state_dir: str | Path) -> Iterator[None]:
+    """Hold ``state_dir``'s lock (``flock`` on ``poller.lock``, released by the kernel when the
+    process ends, however it ends): two pollers on one state directory would each snapshot
+    their own epochs into the same recovery files and leave them unusable."""
+    import fcntl
+
+    d = Path(state_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    f = (d / LOCK_FILE).open("a+")
+    try:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            raise StateDirLocked(d, f.read().strip() or "?") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield
+    finally:
+        f.close()
+
+
+def request_poll_now(state_dir: str | Path, feed_id: str) -> Path:
+    """Ask the poller running on ``state_dir`` to poll ``feed_id`` now (a request file it picks
+    up within a second); returns the file."""
+    d = Path(state_dir) / REQUESTS_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    name = f"{time.time_ns()}-{os.getpid()}"
+    tmp = d / f".{name}.tmp"
+    tmp.write_text(feed_id, encoding="utf-8")
+    final = d / f"{name}.now"
+    tmp.replace(final)  # atomic: the poller never reads half a request
+    return final
+
+
+class NowRequests:
+    """The ``--now`` requests of one requests directory, read at most every ``every_s``;
+    each partition takes the ones for its own feeds (a process-wide instance per directory)."""
+
+    _by_dir: ClassVar[dict[str, NowRequests]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, directory: str, every_s: float = 0.5) -> None:
+        self.directory = Path(directory)
+        self.every_s = every_s
+        self.pending: set[str] = set()
+        self._next = 0.0
+
+    @classmethod
+    def of(cls, directory: str) -> NowRequests:
+        with cls._lock:
+            inst = cls._by_dir.get(directory)
+            if inst is None:
+                inst = cls._by_dir[directory] = cls(directory)
+            return inst
+
+    def take(self, feed_ids: Mapping[str, Any]) -> list[str]:
+        """The requested feeds among ``feed_ids`` (each handed out once)."""
+        with self._lock:
+            mono = time.monotonic()
+            if mono >= self._next:
+                self._next = mono + self.every_s
+                for path in sorted(self.directory.glob("*.now")):
+                    with contextlib.suppress(OSError):
+                        self.pending.add(path.read_text(encoding="utf-8").strip())
+                        path.unlink()
+            mine = sorted(f for f in self.pending if f in feed_ids)
+            self.pending.difference_update(mine)
+            return mine
+
+
+# --------------------------------------------------------------------------------------------
 # The engine (asyncio; usable without Bytewax)
 # --------------------------------------------------------------------------------------------
 
@@ -288,6 +407,15 @@ class PollEngine:
             out.append((st.next_poll_ms, fid))
         out.sort()
         return [self.feeds[fid] for _, fid in out]
+
+    def poll_now(self, feed_id: str, now_ms: int) -> bool:
+        """Make ``feed_id`` due now (also a dead one: the operator asked); False if unknown or
+        already being polled."""
+        st = self.states.get(feed_id)
+        if st is None or feed_id in self.in_flight:
+            return False
+        self.states[feed_id] = evolve(st, next_poll_ms=now_ms, dead=False)
+        return True
 
     def next_wakeup_ms(self) -> int | None:
         """Earliest time a feed may become due (respecting domain backoff); None: never."""
@@ -385,34 +513,38 @@ class PollEngine:
             policy=self.policy)
         records: list[KafkaRecord] = []
         topics = self.config.topics
-        if verdict.emit_body and outcome.body is not None:
-            inline: bytes | None = outcome.body
-            if len(outcome.body) > self.config.max_inline_body_bytes:
-                body_ref, inline = self._store_blob(outcome.body, now_ms), None
-            h = outcome.headers
-            raw = RawPayload(
-                feed_id=feed.id,
-                url=redact_url(state.url),
-                fetched_at_ms=now_ms,
-                status=outcome.status or 0,
-                body=inline,
-                etag=h.get("etag"),
-                last_modified=h.get("last-modified"),
-                content_type=h.get("content-type"),
-                final_url=outcome.final_url,
-                publisher=feed.publisher,
-                tier=feed.tier,
-                category=feed.category,
-                language=feed.language,
-                body_ref=body_ref,
-                # 30-day poll success ratio: the flow's authority score multiplies by it
-                reliability=reliability_score(verdict.state.daily, now_ms,
-                                              self.policy.reliability_window_days),
-            )
-            key, value = encode_raw(raw)
-            records.append(KafkaRecord(topics.raw, key, value, now_ms, headers=headers_for("raw")))
+        with_body = verdict.emit_body and outcome.body is not None
+        inline: bytes | None = outcome.body if with_body else None
+        if inline is not None and len(inline) > self.config.max_inline_body_bytes:
+            body_ref, inline = self._store_blob(inline, now_ms), None
+        h = outcome.headers
+        # every poll reaches the flow: one without a body (failed, refused, unchanged) says
+        # how it went in poll_status / error, so the flow's feed health counts it
+        raw = RawPayload(
+            feed_id=feed.id,
+            url=redact_url(state.url),
+            fetched_at_ms=now_ms,
+            status=outcome.status or 0,
+            body=inline,
+            etag=h.get("etag"),
+            last_modified=h.get("last-modified"),
+            content_type=h.get("content-type"),
+            final_url=outcome.final_url,
+            publisher=feed.publisher,
+            tier=feed.tier,
+            category=feed.category,
+            language=feed.language,
+            body_ref=body_ref,
+            # 30-day poll success ratio: the flow's authority score multiplies by it
+            reliability=reliability_score(verdict.state.daily, now_ms,
+                                          self.policy.reliability_window_days),
+            poll_status=None if with_body else str(verdict.status),
+            error=None if with_body else _poll_error(verdict.message or outcome.error, verdict.alerts, outcome.status),
+        )
+        key, value = encode_raw(raw)
+        records.append(KafkaRecord(topics.raw, key, value, now_ms, headers=headers_for("raw")))
         health = poll_health_record(verdict, outcome, now_ms, self.policy, domain=domain)
-        records.append(KafkaRecord(topics.feed_health, feed.id.encode(), orjson.dumps(health), now_ms,
+        records.append(KafkaRecord(topics.feed_health, health_key("poller", feed.id), orjson.dumps(health), now_ms,
                                    headers=headers_for("feed_health")))
         if verdict.alerts:
             log.warning("feed %s: %s", feed.id, health["alert"])
@@ -427,6 +559,12 @@ class PollEngine:
     async def aclose(self) -> None:
         if self._own_fetcher:
             await self.fetcher.aclose()
+
+
+def _poll_error(message: str | None, alerts: Sequence[str], status: int | None) -> str | None:
+    """What went wrong with a poll sent without a body (redacted); None when nothing did."""
+    text = message or "; ".join(alerts) or (f"HTTP {status}" if status is not None and status >= 400 else None)
+    return redact_message(text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -500,6 +638,7 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
         self._tasks: set[asyncio.Task[PollEvent]] = set()
         self._started = False
         self._done = False
+        self._requests = NowRequests.of(config.requests_dir) if config.requests_dir and not once else None
 
     def _start(self, feeds: Iterable[FeedSpec]) -> None:
         for f in feeds:
@@ -519,6 +658,10 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
             if not self._started:
                 self._start(self._engine.due(now, force=self._force))
         else:
+            if self._requests is not None:
+                for fid in self._requests.take(self._engine.states):
+                    if self._engine.poll_now(fid, now):
+                        log.info("polling %s now, as asked", fid)
             self._start(self._engine.due(now))
         self._started = True
         if self._tasks:
@@ -550,6 +693,8 @@ class _PollerPartition(StatefulSourcePartition[PollEvent, dict[str, Any]]):
         delay_ms = idle_ms if nxt is None else min(max(0, nxt - self._clock()), idle_ms)
         if self._stop is not None:
             delay_ms = min(delay_ms, STOP_CHECK_MS)
+        if self._requests is not None:  # a --now request is answered within a second
+            delay_ms = min(delay_ms, self._requests.every_s * 1000)
         return datetime.now(UTC) + timedelta(milliseconds=delay_ms)
 
     def snapshot(self) -> dict[str, Any]:
@@ -662,31 +807,132 @@ class HeartbeatSource(FixedPartitionedSource[PollEvent, None]):
 # Kafka sink (confluent_kafka): any topic, explicit partitions, fan-out for ticks
 # --------------------------------------------------------------------------------------------
 
+#: a batch not delivered after this long makes ``/healthz`` unhealthy (s)
+DELIVERY_GRACE_S = 5.0
+#: longest one ``flush`` waits before the sink looks at its state and the stop event again (s)
+FLUSH_SLICE_S = 1.0
+
+
+class DeliveryStatus:
+    """Whether the poller's records reach Kafka, for ``/healthz`` (process-wide: one poller
+    per process). Written by the sink's thread, read by the health server's thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waiting = 0
+        self.since: float | None = None  # monotonic time the oldest waiting batch was produced
+        self.last_error: str | None = None
+        self.outages = 0
+        self.redelivered = 0
+
+    def begin(self, n: int) -> None:
+        with self._lock:
+            self.waiting = n
+            if self.since is None:
+                self.since = time.monotonic()
+
+    def left(self, n: int) -> None:
+        with self._lock:
+            self.waiting = n
+
+    def error(self, text: str) -> None:
+        with self._lock:
+            self.last_error = text
+
+    def delivered(self) -> float:
+        """The batch is delivered; returns how long it waited (s)."""
+        with self._lock:
+            took = 0.0 if self.since is None else time.monotonic() - self.since
+            self.waiting, self.since = 0, None
+            if took >= DELIVERY_GRACE_S:
+                self.outages += 1
+            return took
+
+    def blocked_s(self) -> float:
+        with self._lock:
+            return 0.0 if self.since is None else time.monotonic() - self.since
+
+    def health(self) -> dict[str, Any]:
+        """``kafka_delivery`` for ``/healthz``; ``unhealthy`` (the reason) while a batch has
+        waited longer than :data:`DELIVERY_GRACE_S`."""
+        with self._lock:
+            blocked = 0.0 if self.since is None else time.monotonic() - self.since
+            out: dict[str, Any] = {"kafka_delivery": {
+                "waiting_records": self.waiting, "blocked_s": round(blocked, 1),
+                "last_error": self.last_error, "outages": self.outages,
+                "redelivered_records": self.redelivered}}
+            if blocked >= DELIVERY_GRACE_S:
+                out["unhealthy"] = (f"Kafka has not acknowledged {self.waiting} records for {blocked:.0f} s"
+                                    f" ({self.last_error or 'no answer'}); polling is paused until it does")
+            return out
+
+
+DELIVERY = DeliveryStatus()
+
+
+#: delivery errors that mean "not delivered yet" (broker away, leader moving, local timeout):
+#: the record is produced again; any other error is a defect of the record or the set-up
+_RETRY_CODES = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN",
+                          "REQUEST_TIMED_OUT", "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE",
+                          "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "_PURGE_QUEUE",
+                          "_PURGE_INFLIGHT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE",
+                          "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC", "UNKNOWN_TOPIC_OR_PART"})
+
+
 class _KafkaRecordPartition(StatelessSinkPartition[KafkaRecord]):
-    def __init__(self, brokers: Sequence[str], add_config: Mapping[str, Any] | None) -> None:
+    """Produces each batch and returns only once Kafka acknowledged every record of it, for
+    however long that takes: while it waits the poller's only worker waits with it, so no new
+    poll starts and no snapshot is taken (the state of a poll is saved only after its records
+    are in Kafka). Records that time out in the producer are produced again, in order."""
+
+    def __init__(self, brokers: Sequence[str], add_config: Mapping[str, Any] | None,
+                 stop: threading.Event | None = None, status: DeliveryStatus = DELIVERY) -> None:
         from confluent_kafka import Producer
 
-        self._p = Producer(producer_config(brokers, add_config))
-        self._errors: list[str] = []
+        self._status = status
+        self._stop = stop
+        self._fatal: str | None = None
+        user_error_cb = (add_config or {}).get("error_cb")
+
+        def on_error(err: Any) -> None:
+            status.error(err.str())
+            if err.fatal():
+                self._fatal = err.str()
+            if user_error_cb is not None:
+                user_error_cb(err)
+
+        conf = {**producer_config(brokers, add_config), "error_cb": on_error}
+        self._p = Producer(conf)
         self._parts: dict[str, tuple[float, int]] = {}
 
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(f"{msg.topic()}: {err}")
-
     def _partition_count(self, topic: str) -> int:
+        from confluent_kafka import KafkaException
+
         cached = self._parts.get(topic)
         if cached and cached[0] > time.monotonic():
             return cached[1]
-        md = self._p.list_topics(topic, timeout=10)
+        while True:
+            try:
+                md = self._p.list_topics(topic, timeout=10)
+                break
+            except KafkaException as e:  # broker away: the last count known, or wait for one
+                if cached:
+                    return cached[1]
+                self._status.begin(0)
+                self._status.error(str(e.args[0]) if e.args else str(e))
+                self._check_stop(0)
         t = md.topics.get(topic)
         n = len(t.partitions) if t is not None and t.error is None and t.partitions else 1
         self._parts[topic] = (time.monotonic() + 60.0, n)
         return n
 
-    def _produce(self, r: KafkaRecord, partition: int | None) -> None:
+    def _produce(self, i: int, r: KafkaRecord, partition: int | None, failed: list[tuple[int, Any]]) -> None:
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failed.append((i, err))
+
         kw: dict[str, Any] = {"key": r.key, "value": r.value, "timestamp": r.timestamp_ms,
-                              "on_delivery": self._on_delivery}
+                              "on_delivery": on_delivery}
         if partition is not None:
             kw["partition"] = partition
         if r.headers:
@@ -698,50 +944,103 @@ class _KafkaRecordPartition(StatelessSinkPartition[KafkaRecord]):
             except BufferError:  # local queue full (Bytewax #522): let it drain
                 self._p.poll(0.1)
 
+    def _check_stop(self, waiting: int) -> None:
+        """Ctrl-C / SIGTERM while Kafka has not acknowledged the batch: the process ends here,
+        at once, with one line and exit 0. The epoch is not committed, so the saved state is
+        the last snapshot's, without these polls: the next start polls those feeds again.
+        (Raising instead would go through Bytewax as a panic and two tracebacks; letting the
+        epoch end would save the state of polls whose records are not in Kafka.)"""
+        if self._stop is not None and self._stop.is_set():
+            sys.stdout.flush()
+            sys.stderr.write(f"stopped while Kafka had not acknowledged {waiting} records; their polls "
+                             "are not in the saved state and are polled again on the next start\n")
+            sys.stderr.flush()
+            os._exit(0)
+
     def write_batch(self, items: list[KafkaRecord]) -> None:
+        todo: list[tuple[KafkaRecord, int | None]] = []
         for r in items:
             if r.all_partitions:
-                for part in range(self._partition_count(r.topic)):
-                    self._produce(r, part)
+                todo.extend((r, part) for part in range(self._partition_count(r.topic)))
             else:
-                self._produce(r, r.partition)
-            self._p.poll(0)
-        # at-least-once: the epoch (and the source snapshot) closes only after delivery
-        if self._p.flush(60) > 0:
-            msg = "Kafka producer could not deliver all records within 60 s"
-            raise KafkaDeliveryFailed(msg)
-        if self._errors:
-            errs, self._errors = self._errors, []
-            msg = f"Kafka delivery failed: {errs[:3]}"
-            raise KafkaDeliveryFailed(msg)
+                todo.append((r, r.partition))
+        self._deliver(todo)
+
+    def _deliver(self, todo: list[tuple[KafkaRecord, int | None]]) -> None:
+        status = self._status
+        status.begin(len(todo))
+        warned = False
+        while todo:
+            failed: list[tuple[int, Any]] = []
+            for i, (r, part) in enumerate(todo):
+                self._produce(i, r, part, failed)
+                self._p.poll(0)
+            while (left := self._p.flush(FLUSH_SLICE_S)) > 0:
+                status.left(left)
+                if self._fatal:
+                    break
+                if not warned and status.blocked_s() >= DELIVERY_GRACE_S:
+                    warned = True
+                    log.warning("Kafka has not acknowledged %d records for %.0f s; polling is paused "
+                                "until it does", left, status.blocked_s())
+                self._check_stop(left)
+            if self._fatal:
+                msg = f"Kafka producer failed: {self._fatal}"
+                raise KafkaDeliveryFailed(msg)
+            refused = [(i, err) for i, err in failed if err.name() not in _RETRY_CODES]
+            if refused:
+                i, err = refused[0]
+                msg = f"Kafka refused {len(refused)} records ({todo[i][0].topic}: {err.str()})"
+                raise KafkaDeliveryFailed(msg)
+            if failed:  # timed out in the producer: produce them again, in their order
+                failed.sort(key=lambda f: f[0])
+                status.error(failed[0][1].str())
+                status.redelivered += len(failed)
+                status.left(len(failed))
+                self._check_stop(len(failed))
+            todo = [todo[i] for i, _ in failed]
+        took = status.delivered()
+        if warned:
+            log.warning("Kafka acknowledged the waiting records after %.0f s; polling resumes", took)
 
     def close(self) -> None:
         self._p.flush(30)
 
 
 class KafkaRecordSink(DynamicSink[KafkaRecord]):
-    """Produces :class:`KafkaRecord` values with confluent_kafka (flush per batch)."""
+    """Produces :class:`KafkaRecord` values with confluent_kafka; a batch is written only once
+    Kafka acknowledged all of it (see :class:`_KafkaRecordPartition`); ``stop`` set while it
+    waits ends the process without saving the waiting polls' state."""
 
-    def __init__(self, brokers: Sequence[str], add_config: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, brokers: Sequence[str], add_config: Mapping[str, Any] | None = None,
+                 stop: threading.Event | None = None) -> None:
         self.brokers = list(brokers)
         self.add_config = dict(add_config or {})
+        self.stop = stop
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _KafkaRecordPartition:
-        return _KafkaRecordPartition(self.brokers, self.add_config)
+        return _KafkaRecordPartition(self.brokers, self.add_config, self.stop)
 
 
 __all__ = [
+    "DELIVERY",
     "TICK_FEED_ID",
     "Clock",
+    "DeliveryStatus",
     "HeartbeatSource",
     "KafkaRecord",
     "KafkaRecordSink",
+    "NowRequests",
     "PollEngine",
     "PollEvent",
     "PollerConfig",
     "PollerSource",
+    "StateDirLocked",
     "feed_partition",
+    "locked_state_dir",
+    "request_poll_now",
     "restore_snapshot",
+    "state_dir_owner",
     "state_from_dict",
     "state_to_dict",
     "system_clock_ms",

@@ -684,7 +684,10 @@ def _assemble(
             if n:  # re-label duplicates with the lead's publisher
                 item["label"] = f"{label} ({item['lead']['publisher']})"
             rendered.append(item)
-        sections.append({"name": name, "items": rendered})
+        section: dict[str, Any] = {"name": name, "items": rendered}
+        if not rendered:
+            section["empty_reason"] = empty_reason(name, [c.score for c in clusters], article_count, config)
+        sections.append(section)
     checks.append(
         {
             "check": "attribution",
@@ -735,6 +738,26 @@ def _assemble(
         "topic_index": index,
         "self_checks": checks,
     }, candidates
+
+
+def empty_reason(section: str, scores: Sequence[float], article_count: int, config: DigestConfig) -> str:
+    """Why ``section`` of a digest is empty, for the reader.
+
+    >>> empty_reason("Top Stories", [68.2, 41.0], 12, DigestConfig())
+    'no story reached importance 70 yet (the best: 68)'
+    >>> empty_reason("Noteworthy", [], 0, DigestConfig())
+    'no article in this window yet'
+    """
+    if article_count == 0:
+        return "no article in this window yet"
+    floor, ceiling = {TOP_STORIES: (config.top_threshold, None),
+                      NOTEWORTHY: (config.noteworthy_threshold, config.top_threshold),
+                      ALSO_MENTIONED: (config.min_importance, config.noteworthy_threshold)}.get(
+        section, (config.min_importance, None))
+    below = [s for s in scores if ceiling is None or s < ceiling]
+    best = f" (the best: {max(below):.0f})" if below else ""
+    other = "" if ceiling is None else " other"
+    return f"no{other} story reached importance {floor:g} yet{best}"
 
 
 def _cap(limits: SectionLimits) -> int:

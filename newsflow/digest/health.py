@@ -59,8 +59,8 @@ class FeedHealthAccumulator:
             return
         st = self._feeds.setdefault(fid, _FeedStat())
         status = str(rec.get("status") or "")
-        # a poll seen by the poller, or a fetched payload seen by the flow (the flow only
-        # gets the poller's successful fetches, so a record of either kind is one poll)
+        # a poll seen by the poller, or the same poll seen by the flow (every poll reaches
+        # feeds.raw, a failed one without a body: a record of either kind is one poll)
         if rec.get("source", "poller") in ("poller", "flow"):
             st.polls += 1
             if status in UNHEALTHY_STATUSES:

@@ -78,6 +78,14 @@ def _sections(d: Mapping[str, Any]) -> list[tuple[str, Sequence[Mapping[str, Any
     return [(n, it) for n, it in out if it or n in ALWAYS_SHOWN]
 
 
+def _empty_reason(d: Mapping[str, Any], name: str) -> str | None:
+    """Why the digest's section ``name`` is empty (``empty_reason``), if it says."""
+    for s in d.get("sections") or []:
+        if s.get("name") == name and s.get("empty_reason"):
+            return str(s["empty_reason"])
+    return None
+
+
 def plural(n: Any, word: str, many: str | None = None) -> str:
     """``1 article``, ``2 articles``, ``0 errors`` (``many``: an irregular plural)."""
     return f"{n} {word if n == 1 else (many or word + 's')}"
@@ -145,7 +153,8 @@ def to_markdown(d: Mapping[str, Any]) -> str:
     for name, items in _sections(d):
         lines += [f"## {md_escape(name)}", ""]
         if not items:
-            lines += ["_Nothing in this section._", ""]
+            why = _empty_reason(d, name)
+            lines += [f"_Nothing in this section{': ' + md_escape(why) if why else ''}._", ""]
         for it in items:
             lead = it.get("lead") or {}
             trend = f"**[{it['trend']}]** " if it.get("trend") else ""
@@ -338,7 +347,8 @@ def to_html(d: Mapping[str, Any]) -> str:
         sid = name.lower().replace(" ", "-")
         out.append(f'<section id="{_e(sid)}" data-section="{_e(name)}"><h2>{_e(name)}</h2>')
         if not items:
-            out.append('<p class="empty">Nothing in this section.</p>')
+            why = _empty_reason(d, name)
+            out.append(f'<p class="empty">Nothing in this section{": " + _e(why) if why else ""}.</p>')
         elif name == "Top Stories":
             out += [_html_top(it) for it in items]
         else:

@@ -13,6 +13,7 @@ first seen after their digest window closed in ``newsflow_late_for_digest_total`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from functools import lru_cache
 from typing import Any
 
@@ -60,11 +61,30 @@ def set_lag(high_watermarks: Mapping[int, int]) -> None:
         CONSUMER_LAG.labels(label).set(max(0, high - pos))
 
 
-# ---- the poller (newsflow poll)
-POLLS = Counter("newsflow_polls", "feed polls by health status", ["status"])
-BROKEN_FEEDS = Gauge("newsflow_broken_feeds", "feeds whose last poll did not deliver a feed")
-FEEDS_KNOWN = Gauge("newsflow_feeds_polled", "feeds polled at least once by this process")
-HEARTBEATS = Counter("newsflow_heartbeats", "heartbeat ticks sent to feeds.raw")
+# ---- the poller (newsflow poll); registered only in the poller's process (:func:`own_metrics`)
+POLLS = Counter("newsflow_polls", "feed polls by health status", ["status"], registry=None)
+BROKEN_FEEDS = Gauge("newsflow_broken_feeds", "feeds whose last poll did not deliver a feed", registry=None)
+FEEDS_KNOWN = Gauge("newsflow_feeds_polled", "feeds polled at least once by this process", registry=None)
+HEARTBEATS = Counter("newsflow_heartbeats", "heartbeat ticks sent to feeds.raw", registry=None)
+
+FLOW_METRICS = (PAYLOADS, ARTICLES, DEADLETTERS, REPOLLS, MALFORMED, LATE, DIGESTS, EVENT_TIME, INPUT_OFFSET,
+                HIGH_WATERMARK, CONSUMER_LAG)
+POLLER_METRICS = (POLLS, BROKEN_FEEDS, FEEDS_KNOWN, HEARTBEATS)
+
+
+def own_metrics(service: str) -> None:
+    """Serve only ``service``'s metrics at this process's ``/metrics``: ``"poller"`` its
+    poll metrics, anything else (the flow) the flow's. A metric another process owns would
+    sit at 0 here and read as a fact."""
+    from prometheus_client import REGISTRY
+
+    mine, theirs = (POLLER_METRICS, FLOW_METRICS) if service == "poller" else (FLOW_METRICS, POLLER_METRICS)
+    for m in theirs:
+        with suppress(KeyError):  # not registered
+            REGISTRY.unregister(m)
+    for m in mine:
+        with suppress(ValueError):  # already registered
+            REGISTRY.register(m)
 
 
 class PollMetrics:
@@ -84,6 +104,11 @@ class PollMetrics:
         self.last[str(getattr(ev, "feed_id", ""))] = status
         BROKEN_FEEDS.set(sum(1 for s in self.last.values() if s not in self.success))
         FEEDS_KNOWN.set(len(self.last))
+
+    def broken(self, limit: int = 50) -> dict[str, Any]:
+        """The feeds whose last poll failed, by name with their status (the first ``limit``)."""
+        bad = sorted((f, s) for f, s in self.last.items() if s not in self.success)
+        return {"broken_feed_ids": {f: s for f, s in bad[:limit]}}
 
 
 # ---- reading the counters back (status lines, health, progress bars)

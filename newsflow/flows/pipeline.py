@@ -65,6 +65,7 @@ from newsflow.digest.entries import digest_entries
 from newsflow.digest.health import report_view, window_health
 from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
+from newsflow.feeds.poll_outcome import bodiless_poll_result, poll_error_fields
 from newsflow.feeds.tiers import NO_TABLE, SourceTiers
 from newsflow.flows import metrics
 from newsflow.flows.isolation import envelope_head, internal_error, isolated
@@ -102,6 +103,7 @@ from newsflow.wire.codec import (
     deadletter_to_dict,
     decode_raw,
     dumps,
+    health_key,
     health_record,
     story_record,
 )
@@ -334,7 +336,7 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
                 out.extend(ToShard(k, Tick(b, self.wm)) for k in self.keys)
         epoch = self.bucket  # this payload's items: released once every partition ticked past it
         if payload.feed_id != TICK_FEED_ID:
-            res = normalize_payload(payload, self.normalize_config, self.repolls)
+            res = bodiless_poll_result(payload) or normalize_payload(payload, self.normalize_config, self.repolls)
             prev = self.polls.get(payload.feed_id)
             if payload.status == 304 or res.items:
                 self.polls[payload.feed_id] = max(payload.fetched_at_ms, prev or 0)
@@ -350,8 +352,9 @@ class ParseLogic(StatefulLogic[tuple[str, bytes], ParseOutput, Snapshot]):
                 payload.feed_id, payload.fetched_at_ms, res.status, url=payload.final_url or payload.url,
                 http_status=payload.status, items=res.items, malformed=res.malformed, undated=res.undated,
                 feed_format=res.feed_format, bozo=res.bozo, reliability=payload.reliability,
+                **poll_error_fields(payload),
             )
-            out.append(Output(t.feed_health, payload.feed_id.encode(), exact_size(dumps(h))))
+            out.append(Output(t.feed_health, health_key("flow", payload.feed_id), exact_size(dumps(h))))
             # the digest's feed-health report gets it too, in input order, via a dedup shard
             out.append(ToShard(self.keys[0], HealthReport(f"{seq}:~", h, epoch=epoch)))
         return out

@@ -6,7 +6,7 @@
       + heartbeat (HeartbeatSource, continuous mode only)
       -> progress (inspect, optional)
       -> records (flat_map: PollEvent -> KafkaRecords)
-      -> kafka (KafkaRecordSink: feeds.raw key feed_id, feed-health key feed_id, ticks to all
+      -> kafka (KafkaRecordSink: feeds.raw key feed_id, feed-health key poller:<feed_id>, ticks to all
          partitions of feeds.raw)
 
 Step ids are constants: recovery state is keyed by them (renaming ``poll`` orphans the state).
@@ -19,6 +19,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from bytewax.dataflow import Dataflow
 from bytewax.outputs import Sink
 
 from newsflow.connectors.poller import (
+    REQUESTS_DIR,
     Clock,
     FetcherFactory,
     HeartbeatSource,
@@ -36,6 +38,7 @@ from newsflow.connectors.poller import (
     PollerConfig,
     PollerSource,
     PollEvent,
+    locked_state_dir,
     system_clock_ms,
 )
 from newsflow.polling.registry import FeedSpec
@@ -100,7 +103,10 @@ def run_poller_flow(
     """Run the poller in this process (one worker) until done (``once``) or interrupted.
 
     With ``state_dir`` the per-feed state is recovered from and snapshotted to Bytewax recovery
-    files there (created on first use); without it every run starts fresh.
+    files there (created on first use), under a lock: a second poller on the same directory
+    raises :class:`~newsflow.connectors.poller.StateDirLocked` before it touches anything; the
+    running one polls a feed at once when ``newsflow poll --now FEED_ID`` asks (a request file
+    in ``<state_dir>/requests``). Without ``state_dir`` every run starts fresh.
 
     SIGINT/SIGTERM (in the main thread) end the sources instead of interrupting Bytewax (which
     prints a Rust panic and stops mid-epoch): the flow finishes its epoch, snapshots, and this
@@ -110,19 +116,21 @@ def run_poller_flow(
     from bytewax.run import cli_main
 
     stop = threading.Event()
-    flow = build_poller_flow(feeds, config, sink or KafkaRecordSink(brokers, producer_config),
-                             clock=clock, once=once, force=force, progress=progress,
-                             fetcher_factory=fetcher_factory, stop=stop)
-    recovery = None
-    if state_dir is not None:
-        d = Path(state_dir)
-        if not any(d.glob("part-*.sqlite3")):
-            d.mkdir(parents=True, exist_ok=True)
-            init_db_dir(d, 1)
-        recovery = RecoveryConfig(str(d))
-    with _stop_on_signals(stop):
-        cli_main(flow, workers_per_process=1, epoch_interval=timedelta(seconds=snapshot_s),
-                 recovery_config=recovery)
+    with contextlib.ExitStack() as held:
+        recovery = None
+        if state_dir is not None:
+            d = Path(state_dir)
+            held.enter_context(locked_state_dir(d))  # one poller per state directory
+            if not any(d.glob("part-*.sqlite3")):
+                init_db_dir(d, 1)
+            recovery = RecoveryConfig(str(d))
+            config = replace(config, requests_dir=str(d / REQUESTS_DIR))
+        flow = build_poller_flow(feeds, config, sink or KafkaRecordSink(brokers, producer_config, stop),
+                                 clock=clock, once=once, force=force, progress=progress,
+                                 fetcher_factory=fetcher_factory, stop=stop)
+        with _stop_on_signals(stop):
+            cli_main(flow, workers_per_process=1, epoch_interval=timedelta(seconds=snapshot_s),
+                     recovery_config=recovery)
     if stop.is_set():
         raise PollerInterrupted
 

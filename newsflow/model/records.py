@@ -43,6 +43,10 @@ class RawPayload:
     language: str | None = None
     body_ref: str | None = None  # where the body is stored when not inline
     reliability: float | None = None  # the feed's 30-day poll success ratio (from the poller)
+    #: a poll sent without a body (failed, refused, not modified): the poller's feed-health
+    #: status of it (``newsflow.model.vocab.HealthStatus``) and what went wrong
+    poll_status: str | None = None
+    error: str | None = None
 
     @property
     def poll_id(self) -> str:

@@ -250,12 +250,15 @@ def reconcile_state(
 
     A changed registry URL starts the feed over (new source; also revives a dead feed whose URL
     the user fixed); changed credentials alone do not. A changed explicit interval is applied;
-    everything else is kept.
+    a feed whose last poll the address policy refused is due at once (the operator may have
+    fixed the policy or the feed since); everything else is kept.
     """
     p = policy or PollPolicy()
     if state is None or state.registry_url != strip_userinfo(url) or state.feed_id != feed_id:
         return initial_state(feed_id, url, interval_s=interval_s, feed_type=feed_type, policy=p,
                              now_ms=now_ms)
+    if state.last_status == "blocked" and state.next_poll_ms is not None and state.next_poll_ms > now_ms:
+        state = evolve(state, next_poll_ms=now_ms)
     floor = min(interval_s or 0.0, p.max_interval_s)
     if floor != state.registry_floor_s:
         start = interval_s if interval_s else default_interval_s(feed_type, p)

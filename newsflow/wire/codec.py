@@ -59,6 +59,9 @@ def raw_to_dict(p: RawPayload) -> dict[str, Any]:
         "body_b64": base64.b64encode(p.body).decode("ascii") if p.body is not None else None,
         "body_ref": p.body_ref,
         "reliability": p.reliability,
+        # a poll without a body (failed, refused, not modified): only when set
+        **({"poll_status": p.poll_status} if p.poll_status is not None else {}),
+        **({"error": p.error} if p.error is not None else {}),
     }
 
 
@@ -105,6 +108,8 @@ def decode_raw(value: bytes | str, *, max_bytes: int = MAX_ENVELOPE_BYTES) -> Ra
         language=d.get("language"),
         body_ref=d.get("body_ref"),
         reliability=d.get("reliability"),
+        poll_status=d.get("poll_status"),
+        error=d.get("error"),
     )
 
 
@@ -200,6 +205,16 @@ def _health_head(
     head["at"] = ms_to_iso(at_ms)
     head["status"] = status
     return head
+
+
+def health_key(source: str, feed_id: str) -> bytes:
+    """Kafka key of a ``feed-health`` record: ``<source>:<feed_id>`` (``poller:`` or ``flow:``),
+    so the compacted topic keeps the latest record of each source for each feed.
+
+    >>> health_key("flow", "npr-news")
+    b'flow:npr-news'
+    """
+    return f"{source}:{feed_id}".encode()
 
 
 def health_record(

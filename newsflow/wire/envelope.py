@@ -14,6 +14,7 @@ import math
 from typing import Any, NoReturn
 
 from newsflow.core.timeutil import iso_to_ms
+from newsflow.model.vocab import HealthStatus
 
 #: fetch times outside [1995-01-01, 2100-01-01) are impossible (feeds did not exist / too far)
 MIN_FETCHED_MS = 788_918_400_000
@@ -21,8 +22,10 @@ MAX_FETCHED_MS = 4_102_444_800_000
 #: longest accepted id / URL / header / registry string (chars); longer is not a real value
 MAX_SHORT_CHARS = 8_192
 TIERS = frozenset({"T1", "T2", "T3", "T4", "T5"})
+#: the values of ``poll_status`` (``newsflow.model.vocab.HealthStatus``)
+POLL_STATUSES = frozenset(s.value for s in HealthStatus)
 _OPTIONAL_STR = ("poll_id", "final_url", "etag", "last_modified", "content_type", "publisher",
-                 "category", "language", "body_b64", "body_ref")
+                 "category", "language", "body_b64", "body_ref", "error")
 
 
 class EnvelopeError(ValueError):
@@ -62,6 +65,9 @@ def check_envelope(d: dict[str, Any], *, min_ms: int = MIN_FETCHED_MS, max_ms: i
     status = d.get("status", 200)
     if type(status) is not int or not 0 <= status <= 599:
         _bad(f"status must be an integer 0-599, got {status!r}")
+    ps = d.get("poll_status")
+    if ps is not None and ps not in POLL_STATUSES:
+        _bad(f"poll_status must be a feed-health status or null, got {str(ps)[:40]!r}")
     tier = d.get("tier")
     if tier is not None and (not isinstance(tier, str) or tier not in TIERS):
         _bad(f"tier must be T1-T5 or null, got {tier!r}")
