@@ -141,6 +141,8 @@ def without_rust_panics() -> Iterator[None]:
     them before the Python exception arrives): a stop or a Kafka failure is then reported in
     one line, and any other error still by its Python traceback, which carries the cause.
     Everything else on stderr passes through unchanged, in order."""
+    from newsflow.connectors.observability import set_terminal_stderr
+
     sys.stderr.flush()
     real = os.dup(2)
     r, w = os.pipe()
@@ -148,9 +150,11 @@ def without_rust_panics() -> Iterator[None]:
     os.close(w)
     t = threading.Thread(target=_forward_without_panics, args=(r, real), name="newsflow-stderr", daemon=True)
     t.start()
+    set_terminal_stderr(real)
     try:
         yield
     finally:
+        set_terminal_stderr(None)
         sys.stderr.flush()
         os.dup2(real, 2)  # the pipe's last writer closes: the forwarder reads to the end
         t.join(5)

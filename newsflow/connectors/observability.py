@@ -12,11 +12,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import orjson
@@ -29,6 +30,24 @@ POLL_METRICS_PORT = 9401
 log = logging.getLogger("newsflow")
 
 Health = Callable[[], dict[str, Any]]
+
+#: the terminal's stderr while ``newsflow.cli.ops.without_rust_panics`` filters file
+#: descriptor 2 through a pipe (None: descriptor 2 is the terminal's)
+_terminal_stderr: int | None = None
+
+
+def set_terminal_stderr(fd: int | None) -> None:
+    global _terminal_stderr
+    _terminal_stderr = fd
+
+
+def exit_now(line: str, code: int = 0) -> NoReturn:
+    """End the process at once, without unwinding through Bytewax, with ``line`` on the
+    terminal's stderr (written directly: a filtering pipe's reader would not get to it)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.write(_terminal_stderr if _terminal_stderr is not None else 2, (line + "\n").encode())
+    os._exit(code)
 
 
 class _QuietHandler(WSGIRequestHandler):

@@ -49,7 +49,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -951,11 +950,10 @@ class _KafkaRecordPartition(StatelessSinkPartition[KafkaRecord]):
         (Raising instead would go through Bytewax as a panic and two tracebacks; letting the
         epoch end would save the state of polls whose records are not in Kafka.)"""
         if self._stop is not None and self._stop.is_set():
-            sys.stdout.flush()
-            sys.stderr.write(f"stopped while Kafka had not acknowledged {waiting} records; their polls "
-                             "are not in the saved state and are polled again on the next start\n")
-            sys.stderr.flush()
-            os._exit(0)
+            from newsflow.connectors.observability import exit_now
+
+            exit_now(f"stopped while Kafka had not acknowledged {waiting} records; their polls are not "
+                     "in the saved state and are polled again on the next start")
 
     def write_batch(self, items: list[KafkaRecord]) -> None:
         todo: list[tuple[KafkaRecord, int | None]] = []
