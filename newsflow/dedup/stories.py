@@ -1678,8 +1678,10 @@ class StoryAssigner:
         ref = features.ref
         st = self.stories.get(sid)
         if st is None:
+            # (a copy of an article whose story expired before the article did: the story
+            # starts again with it as its one member, never with none)
             st = self.stories[sid] = StoryState(sid, ref, features.time_ms, features.time_ms)
-            new = True
+            new = member = True
         if member:
             st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms, features.dates,
                    features.names, features.name_words)
