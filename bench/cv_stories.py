@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import train_story_model as tsm
+from learned_stories.story_learned import LearnedStoryAssigner
+from learned_stories.story_model import StoryModel
 
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.dedup.stories import TUNED, StoryAssigner, StoryInput, featurize_batch
-from newsflow.dedup.story_learned import LearnedStoryAssigner
-from newsflow.dedup.story_model import StoryModel
 
 UCI = tsm.SHARED / "data/uci-news/uci_news_2014-03_05.daily_shuffled.jsonl.gz"
 UCI_SCORER = tsm.SHARED / "tools/score_stories.py"

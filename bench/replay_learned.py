@@ -3,7 +3,7 @@
     .venv/bin/python bench/replay_learned.py ARCHIVE OUT_DIR [--model FILE]
 
 The flow's story step is the hand-tuned cascade (``StoryAssigner``); this runs the same flow (one
-process) with :class:`~newsflow.dedup.story_learned.LearnedStoryAssigner` and the model of
+process) with :class:`~learned_stories.story_learned.LearnedStoryAssigner` and the model of
 ``--model`` (default: the shipped one) in its place, so that the digests of a held-out day can be
 read and scored (``bench/score_briefs.py``) with a model not trained on it.
 """
@@ -17,10 +17,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from learned_stories.story_learned import LearnedStoryAssigner
+from learned_stories.story_model import load_model
+
 from newsflow.cli.main import run_file_flow
 from newsflow.dedup.stories import StoryConfig
-from newsflow.dedup.story_learned import LearnedStoryAssigner
-from newsflow.dedup.story_model import load_model
 from newsflow.flows import pipeline
 
 

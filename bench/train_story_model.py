@@ -1,7 +1,7 @@
-"""Train the learned story decision (``newsflow/dedup/story_model.py``) on hand-labelled days.
+"""Train the learned story decision (``bench/learned_stories/story_model.py``) on hand-labelled days.
 
     .venv/bin/python bench/train_story_model.py [--days 2020-04-28 2020-05-06 2020-07-15]
-        [--out newsflow/dedup/story_model.json]
+        [--out bench/learned_stories/story_model.json]
 
 Each labelled day of ``../shared/data/real-feeds`` is an archive of the days around it and a gold
 file (``*.stories.gold.jsonl``: labelled links -> gold story). The archive is replayed once
@@ -32,6 +32,8 @@ SHARED = ROOT.parent / "shared"
 REAL = SHARED / "data/real-feeds"
 sys.path.insert(0, str(SHARED / "tools"))
 
+from learned_stories.story_learned import LearnedStoryAssigner
+from learned_stories.story_model import FEATURES, StoryModel
 from score_real_day import scores
 
 from newsflow.core.timeutil import iso_to_ms
@@ -43,8 +45,6 @@ from newsflow.dedup.stories import (
     StoryState,
     featurize_batch,
 )
-from newsflow.dedup.story_learned import LearnedStoryAssigner
-from newsflow.dedup.story_model import FEATURES, StoryModel
 
 #: labelled day -> its archive (file name stem of ../shared/data/real-feeds)
 DAYS = {
@@ -247,7 +247,7 @@ def train(days: Sequence[Day], config: StoryConfig = TUNED, log: bool = False,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--days", nargs="+", default=sorted(DAYS), choices=sorted(DAYS))
-    ap.add_argument("--out", type=Path, default=ROOT / "newsflow/dedup/story_model.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench/learned_stories/story_model.json")
     ap.add_argument("--work", type=Path, default=WORK, help="replays of the archives (cache)")
     ap.add_argument("--uci", action="store_true", help="train on UCI May 2014 headlines too")
     ap.add_argument("--verbose", action="store_true")

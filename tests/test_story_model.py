@@ -1,17 +1,21 @@
-"""The learned story decision: the shipped coefficients, the pair model, the learned assigner."""
+"""The learned story decision (a bench experiment): its coefficients, the pair model, the learned assigner."""
 
 from __future__ import annotations
 
 import json
 import pickle
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from newsflow.dedup.stories import HOUR_MS, TUNED, StoryInput, featurize_batch
-from newsflow.dedup.story_learned import LearnedStoryAssigner
-from newsflow.dedup.story_model import (
+
+# the learned decision is a bench experiment (bench/learned_stories), not a package module
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from learned_stories.story_learned import LearnedStoryAssigner
+from learned_stories.story_model import (
     DEFAULT_MODEL,
     FEATURES,
     MODEL_VERSION,

@@ -4,8 +4,8 @@ The same state as :class:`~newsflow.dedup.stories.StoryAssigner` (band index, st
 story centroids, IDF over the window; layers 3-5 decide the dispositions), with one story
 decision in place of the hand-tuned cascade: every open candidate story (those sharing terms with
 the article in the story postings, the ``max_candidates`` of highest cosine, and the story of its
-layer 3-4 near-duplicate) gets the pair features of :func:`~newsflow.dedup.story_model.pair_features`
-and the logistic model's P(same story) (:class:`~newsflow.dedup.story_model.StoryModel`).
+layer 3-4 near-duplicate) gets the pair features of :func:`~learned_stories.story_model.pair_features`
+and the logistic model's P(same story) (:class:`~learned_stories.story_model.StoryModel`).
 Trained and measured leave-one-day-out by ``bench/train_story_model.py`` and
 ``bench/cv_stories.py`` (``bench/README-stories.md``).
 
@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from learned_stories.story_model import StoryModel, char_ngrams, jaccard, load_model, pair_features
 from newsflow.dedup.stories import (
     EXACT_DUPLICATE,
     REVISION,
@@ -33,7 +34,6 @@ from newsflow.dedup.stories import (
     decide,
     story_id_for,
 )
-from newsflow.dedup.story_model import StoryModel, char_ngrams, jaccard, load_model, pair_features
 
 __all__ = ["RECENT_MEMBERS", "LearnedStoryAssigner"]
 
