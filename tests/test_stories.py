@@ -455,3 +455,20 @@ def test_band_index_and_term_stats_pickle_packed_and_resume_alike() -> None:
     restored = pickle.loads(pickle.dumps(sa))
     more = featurize_batch(UCI_LIKE[:12], TUNED)
     assert [sa.assign(f) for f in more] == [restored.assign(f) for f in more]
+
+
+def test_copy_of_an_article_whose_story_expired_counts_as_its_member() -> None:
+    """A story expires when its last member is older than the window, while that member's
+    features stay until the end of their slab: a revision arriving in between found no story
+    state and reported ``story_size: 0`` (the articles schema's minimum is 1)."""
+    sa = StoryAssigner(TUNED)
+    first = sa.assign(featurize(art("x1", "Satellite rescue mission came together in record time"), TUNED))
+    later = T0 + TUNED.window_ms + HOUR_MS  # past the window, inside the article's slab
+    sa.assign(featurize(art("x2", "Unrelated news of the day", "Q", t=later), TUNED))
+    assert first.story_id not in sa.stories and "x1" in sa.articles
+    rev = sa.assign(featurize(art("x1", "Satellite rescue mission came together in record time", t=later), TUNED),
+                    now_ms=later)
+    assert rev.disposition == "revision" and rev.story_id == first.story_id
+    assert rev.story_size == 1 and rev.story_publishers == 1
+    dup = sa.assign(featurize(art("x3", "Satellite rescue", t=later), TUNED), duplicate_of="x1")
+    assert dup.story_id == first.story_id and dup.story_size == 1

@@ -591,3 +591,21 @@ def test_centroid_match_prunes_far_stories_without_changing_a_decision(
     for f in featurize_batch(inputs, TUNED):
         assigner.assign(f)
     assert seen["passing"] > 100, seen
+
+
+@pytest.mark.corpus
+@pytest.mark.slow
+def test_real_archive_replay_validates_every_record(tmp_path: Path, shared_dir: Path) -> None:
+    """A replay of a real archive whose feeds keep items for days: revisions of articles whose
+    story had expired reported ``story_size: 0``; every record validates against its schema."""
+    from newsflow.wire.contracts import validate
+
+    archive = shared_dir / "data" / "real-feeds" / "npr-ars-wgrz_2026-02_08.feeds.raw.jsonl.gz"
+    run_file_flow(str(archive), str(tmp_path))
+    counts = {}
+    for topic in ("articles", "stories", "digests", "feed-health", "deadletter"):
+        lines = (tmp_path / f"{topic}.jsonl").read_bytes().splitlines()
+        for line in lines:
+            validate(topic, line)
+        counts[topic] = len(lines)
+    assert counts["articles"] > 7_000, counts

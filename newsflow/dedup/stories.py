@@ -371,10 +371,11 @@ class StoryFeatures:
     simhash: int = 0  # SimHash of the body, 0 when no body
     sentences: tuple[int, ...] = ()  # keys of the first 3 non-trivial sentences
     entities: tuple[str, ...] = ()  # entity keys (sorted)
-    terms: tuple[tuple[str, float], ...] = ()  # story-matching terms with tf weights
+    terms: tuple[tuple[str, float], ...] = ()  # story-matching terms of the title and URL, tf weights
     dates: tuple[str, ...] = ()  # calendar days the title names ("M-D"), for the date veto
     names: tuple[str, ...] = ()  # name keys of title + lead, sure ones (the name veto)
     name_words: tuple[str, ...] = ()  # the same with capitalized sentence-initial words
+    body_terms: tuple[tuple[str, float], ...] = ()  # story-matching terms of the summary/body lead
 
     @property
     def title_norm(self) -> str:
@@ -457,13 +458,14 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
             sw = config.slug_weight
             for t in content_tokens(url_slug_tokens(url)):
                 tf[t] = tf.get(t, 0.0) + sw
+        btf: dict[str, float] = {}
         if config.body_term_words and body_words[i]:
             bw = config.body_term_weight
             lead = content_tokens(body_words[i][: config.body_term_words * 2])
             own = _publisher_terms(pubs[i])  # "... by Sydney Morning Herald artist ...": no evidence
             for t in lead[: config.body_term_words]:
                 if t not in own:
-                    tf[t] = tf.get(t, 0.0) + bw
+                    btf[t] = btf.get(t, 0.0) + bw
         out.append(StoryFeatures(
             ref=a.article_id,
             publisher=family(pubs[i], getattr(a, "canonical_url", None) or getattr(a, "url", None)),
@@ -476,6 +478,7 @@ def featurize_batch(articles: Sequence[Any], config: StoryConfig = TUNED,
             sentences=tuple(sentence_key(x) for x in first_sentences(body)) if body else (),
             entities=tuple(sorted(entity_keys(ents))),
             terms=tuple(sorted(tf.items())),
+            body_terms=tuple(sorted(btf.items())),
             dates=episode_keys(a.title or "") if config.story_date_veto else (),
             **(_names(a.title or "", body, pubs[i]) if names_on else {}),
         ))
@@ -523,6 +526,17 @@ def _names(title: str, lead: str, publisher: str) -> dict[str, tuple[str, ...]]:
     sure, loose = name_keys(title, lead)
     own = _publisher_terms(publisher)
     return {"names": tuple(sorted(sure - own)), "name_words": tuple(sorted(loose - own))}
+
+
+def story_terms(features: StoryFeatures) -> Sequence[tuple[str, float]]:
+    """The article's story terms with their tf weights: title and URL terms, and the summary
+    lead's (a word in both sums both weights), sorted."""
+    if not features.body_terms:
+        return features.terms
+    tf = dict(features.terms)
+    for t, w in features.body_terms:
+        tf[t] = tf.get(t, 0.0) + w
+    return sorted(tf.items())
 
 
 def entity_index_keys(features: StoryFeatures) -> list[int]:
@@ -1579,7 +1593,7 @@ class StoryAssigner:
         return out
 
     def _vector(self, features: StoryFeatures) -> dict[str, float]:
-        return self.terms.add_and_weigh(features.terms, features.time_ms)
+        return self.terms.add_and_weigh(story_terms(features), features.time_ms)
 
     def _postings_lookup(self, terms: Iterable[str], now_ms: int) -> dict[str, list[str]]:
         if self.band_shards == 1:
@@ -1678,8 +1692,10 @@ class StoryAssigner:
         ref = features.ref
         st = self.stories.get(sid)
         if st is None:
+            # (a copy of an article whose story expired before the article did: the story
+            # starts again with it as its one member, never with none)
             st = self.stories[sid] = StoryState(sid, ref, features.time_ms, features.time_ms)
-            new = True
+            new = member = True
         if member:
             st.add(features.publisher, features.time_ms, vec, cfg.centroid_max_terms, features.dates,
                    features.names, features.name_words)
