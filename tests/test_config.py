@@ -26,7 +26,7 @@ from newsflow.config import (
     show,
 )
 from newsflow.connectors.http_fetch import FetchConfig
-from newsflow.connectors.poller import PollerConfig
+from newsflow.connectors.poller import PollerConfig, poller_config
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.dedup.stories import PRESETS, TUNED
 from newsflow.digest.config import DigestConfig
@@ -58,8 +58,8 @@ def test_defaults_are_the_pure_packages_defaults() -> None:
     assert s.topics.to_config() == TopicConfig()
     assert s.digests.to_config() == DigestConfig(time_basis="fetched")  # the flow's basis
     assert s.normalize.to_config() == NormalizeConfig()
-    assert s.poller_config() == PollerConfig()
-    assert s.poller.to_config().fetch == FetchConfig() and s.poller.to_config().policy == PollPolicy()
+    assert poller_config(s) == PollerConfig()
+    assert poller_config(s).fetch == FetchConfig() and poller_config(s).policy == PollPolicy()
     assert (s.dedup.window_ms, s.dedup.shards, s.stories.shards, s.flow.tick_ms) == (72 * 3_600_000, 8, 8, 60_000)
     assert load_settings(None, {}) == s
 
@@ -114,7 +114,7 @@ raw = "raw.test"
     assert score.tier_scores["T1"] == 95.0
     sched = s.digests.schedule()
     assert sched.tz == "Europe/Berlin" and sched.type("rolling").every_minutes == 30
-    pc = s.poller_config()
+    pc = poller_config(s)
     assert pc.fetch.timeout_s == 5.0 and pc.fetch.retry_backoff_s == (0.5, 1.5)
     assert pc.policy.transient_statuses == frozenset({500, 503})
     assert pc.topics.raw == "raw.test" and s.kafka.brokers == ["a:1", "b:2"]

@@ -241,15 +241,13 @@ class FeederLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
     and health reports, never an article."""
 
     def __init__(self, settings: Any, resume: Snapshot | None, clock_key: str, recovery: bool = False) -> None:
-        from newsflow.flows.pipeline import families_of
-
         self.s = settings
         self.recovery = recovery
         self.clock_key = clock_key
         self.schedule = settings.digests.schedule()
         self.types = tuple(t.name for t in self.schedule.types)
         self.basis = settings.digests.to_config().time_basis
-        self.family = families_of(settings).family
+        self.family = settings.normalize.families().family
         st = restore(STEP_FEEDER, resume) if resume is not None else {}
         self.buckets: dict[int, list[_Slim]] = st.get("buckets", {})
         self.wm: int = st.get("watermark", -(1 << 62))

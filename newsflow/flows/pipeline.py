@@ -66,7 +66,6 @@ from newsflow.digest.health import report_view, window_health
 from newsflow.digest.schedule import DigestWindow
 from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
 from newsflow.feeds.poll_outcome import bodiless_poll_result, poll_error_fields
-from newsflow.feeds.tiers import NO_TABLE, SourceTiers
 from newsflow.flows import metrics
 from newsflow.flows.isolation import envelope_head, internal_error, isolated
 from newsflow.model.messages import (
@@ -126,12 +125,6 @@ def shard_keys(settings: Settings) -> list[str]:
 def placed_shard_keys(settings: Settings) -> dict[str, str]:
     """Dedup shard name (:func:`~newsflow.dedup.exact.dedup_shard_key`) -> its key."""
     return {key_name(k): k for k in shard_keys(settings)}
-
-
-def families_of(settings: Settings) -> SourceTiers:
-    """The configured source table's publisher families (the table off: registrable domains
-    and platform channel names only)."""
-    return settings.normalize.to_config().source_tiers or NO_TABLE
 
 
 def story_keys(settings: Settings) -> list[str]:
@@ -388,7 +381,7 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
         self.recovery = recovery
         self.s = settings
         self.story_config = settings.stories.to_config()
-        self.families = families_of(settings)
+        self.families = settings.normalize.families()
         st = restore(STEP_DEDUP, resume) if resume is not None else {}
         self.shard: DedupShard = (
             st["shard"] if "shard" in st else DedupShard(settings.dedup.window_ms, settings.dedup.emit_repolls)
@@ -455,7 +448,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         self.quiet_health = quiet_health
         self.story_config = settings.stories.to_config()
         self.score_config = settings.scoring.to_config()
-        self.families = families_of(settings)
+        self.families = settings.normalize.families()
         # (a store from before the per-window digests has their state elsewhere: refused)
         st = restore(STEP_STORIES, resume, min_version=PER_WINDOW_VERSION if quiet_health else MIN_VERSION
                      ) if resume is not None else {}
@@ -597,7 +590,7 @@ class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
         self.schedule = settings.digests.schedule()
         self.config = settings.digests.to_config()
         self.score_config = settings.scoring.to_config()  # scores follow the story at digest time
-        self.families = families_of(settings)
+        self.families = settings.normalize.families()
         st = restore(STEP_DIGESTS, resume) if resume is not None else {}
         self.buckets: dict[int, list[JsonRecord]] = st.get("buckets", {})
         self.health: dict[int, list[JsonRecord]] = st.get("health", {})
@@ -780,7 +773,7 @@ def _from_shards(settings: Settings, profile_terms: bool = False
     once per digest step or window), for a whole batch of records in one call (the text analysis
     is vectorized per call: ~2x cheaper than one call per record)."""
     cfg = settings.digests.to_config()
-    family = families_of(settings).family
+    family = settings.normalize.families().family
 
     def convert(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, FromShard]]:
         kept = [(k, m) for k, m in batch if not isinstance(m, StoryUpdate | MergedArticle)]
