@@ -477,9 +477,6 @@ class DigestSettings(_DigestParams):  # type: ignore[misc,valid-type]
     tz: str = "UTC"
     #: the rolling digest for monitoring users: every N minutes, covering the last N minutes
     rolling_minutes: int = Field(60, ge=1, le=24 * 60)
-    #: assemble each window on its own key (``newsflow.flows.digest_windows``: no digest key
-    #: sees every article, windows spread over the workers); false: one key per digest type.
-    per_window: bool = True
 
     @field_validator("tz")
     @classmethod
@@ -494,7 +491,7 @@ class DigestSettings(_DigestParams):  # type: ignore[misc,valid-type]
         return v
 
     def to_config(self) -> DigestConfig:
-        return DigestConfig(**self.model_dump(exclude={"tz", "rolling_minutes", "per_window"}))
+        return DigestConfig(**self.model_dump(exclude={"tz", "rolling_minutes"}))
 
     def schedule(self) -> Any:
         """The digest types and windows (``newsflow.digest.schedule.DigestSchedule``)."""

@@ -31,7 +31,8 @@ from newsflow.core.timeutil import iso_to_ms
 from newsflow.dedup.stories import PRESETS, TUNED
 from newsflow.digest.config import DigestConfig
 from newsflow.feeds.normalize import NormalizeConfig
-from newsflow.flows.pipeline import DigestsLogic, ParseLogic, StoriesLogic
+from newsflow.flows.digest_windows import FeederLogic, TrendLogic
+from newsflow.flows.pipeline import ParseLogic, StoriesLogic
 from newsflow.polling.state import PollPolicy
 from newsflow.scoring.importance import ScoreConfig
 
@@ -132,6 +133,12 @@ def test_unknown_key_is_named_with_a_suggestion(tmp_path: Path) -> None:
     assert "unknown key 'dedup.shard'" in msg and "'dedup.shards'" in msg
 
 
+def test_the_removed_per_type_digests_switch_is_an_unknown_key(tmp_path: Path) -> None:
+    # the digests are assembled per window, the only design: a file still choosing is told so
+    msg = error_of(cfg(tmp_path, "[digests]\nper_window = true\n"))
+    assert "unknown key 'digests.per_window'" in msg and "\n" not in msg, msg
+
+
 def test_old_flat_key_says_where_it_went(tmp_path: Path) -> None:
     assert "unknown key 'dedup_shards': it is now dedup.shards" in error_of(cfg(tmp_path, "dedup_shards = 64\n"))
 
@@ -184,8 +191,8 @@ def test_every_step_gets_its_configured_objects() -> None:
     assert stories.assigner.config == s.stories.to_config() and stories.assigner.config.name == "seed"
     assert stories.topics.config == TopicConfig(n_clusters=4, dim=32)
     assert stories.score_config.lam == 0.1
-    digests = DigestsLogic(s, None, False)
-    assert digests.config.min_importance == 30.0 and digests.schedule.tz == "America/New_York"
+    assert TrendLogic(s, None).config.min_importance == 30.0
+    assert FeederLogic(s, None, "clock").schedule.tz == "America/New_York"
 
 
 def test_demo_honours_config_file_and_env(tmp_path: Path) -> None:
