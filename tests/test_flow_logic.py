@@ -320,12 +320,16 @@ def test_old_positional_snapshots_are_refused_with_a_clear_message() -> None:
     older["version"] = 1  # the release before the event-time merge of partitions
     with pytest.raises(SnapshotFormatError, match=r"earlier release.*new recovery directory"):
         StoriesLogic(SETTINGS, older, False)
-    previous = make_snapshot(STEP_STORIES, {}, freeze=False)
-    previous["version"] = 3  # the digests' state of that store sits under steps the flow no longer has
-    with pytest.raises(SnapshotFormatError, match="new recovery directory"):
-        StoriesLogic(SETTINGS, previous, False)
-    previous["version"] = 5  # the first with the per-window digests: read
-    assert StoriesLogic(SETTINGS, previous, False).assigner.articles == {}
+    for version in (3, 4, 5):  # only the current layout is read, by every step
+        previous = make_snapshot(STEP_STORIES, {}, freeze=False)
+        previous["version"] = version
+        with pytest.raises(SnapshotFormatError, match=r"^step 'stories': .*start from a new recovery directory"):
+            StoriesLogic(SETTINGS, previous, False)
+        previous = make_snapshot(STEP_DEDUP, {}, freeze=False)
+        previous["version"] = version
+        with pytest.raises(SnapshotFormatError, match="new recovery directory"):
+            DedupLogic(SETTINGS, previous, False)
+    assert StoriesLogic(SETTINGS, make_snapshot(STEP_STORIES, {}, freeze=False), False).assigner.articles == {}
 
 
 def test_a_story_carried_by_one_organisations_feeds_has_one_publisher() -> None:

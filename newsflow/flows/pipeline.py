@@ -47,7 +47,7 @@ from newsflow.core.exactbytes import exact_size
 from newsflow.core.gctune import tune_gc
 from newsflow.core.hashing import shard_of
 from newsflow.core.placement import input_keys, key_name, placed_key
-from newsflow.core.snapshot import PER_WINDOW_VERSION, Snapshot, make_snapshot, restore
+from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.exact import DedupShard, dedup_shard_key, story_margin_ms
 from newsflow.dedup.stories import (
@@ -423,8 +423,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         self.story_config = settings.stories.to_config()
         self.score_config = settings.scoring.to_config()
         self.families = settings.normalize.families()
-        # (a store from before the per-window digests has their state elsewhere: refused)
-        st = restore(STEP_STORIES, resume, min_version=PER_WINDOW_VERSION) if resume is not None else {}
+        st = restore(STEP_STORIES, resume) if resume is not None else {}
         # (explicit membership tests: an empty aligner is falsy but its tick counts matter)
         self.merge: EpochMerge = st["merge"] if "merge" in st else EpochMerge(
             tuple(key_name(k) for k in shard_keys(settings)))
