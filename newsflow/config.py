@@ -51,7 +51,7 @@ from newsflow.connectors.http_fetch import FetchConfig
 from newsflow.dedup.stories import PRESETS, TUNED, StoryConfig
 from newsflow.digest.config import DigestConfig
 from newsflow.feeds.normalize import NormalizeConfig
-from newsflow.feeds.tiers import BUILTIN_TIERS, load_source_tiers
+from newsflow.feeds.tiers import BUILTIN_TIERS, NO_TABLE, SourceTiers, load_source_tiers
 from newsflow.polling.state import PollPolicy
 from newsflow.profiles.config import (
     DEFAULT_PROFILE,
@@ -198,6 +198,11 @@ class NormalizeSettings(Section):
         tiers = (BUILTIN_TIERS if self.source_tiers == "builtin"
                  else load_source_tiers(self.source_tiers) if self.source_tiers else None)
         return NormalizeConfig(future_tolerance_ms=self.future_tolerance_seconds * 1000, source_tiers=tiers, **d)
+
+    def families(self) -> SourceTiers:
+        """The configured source table's publisher families (the table off: registrable domains
+        and platform channel names only)."""
+        return self.to_config().source_tiers or NO_TABLE
 
 
 class DedupSettings(Section):
@@ -472,9 +477,6 @@ class DigestSettings(_DigestParams):  # type: ignore[misc,valid-type]
     tz: str = "UTC"
     #: the rolling digest for monitoring users: every N minutes, covering the last N minutes
     rolling_minutes: int = Field(60, ge=1, le=24 * 60)
-    #: assemble each window on its own key (``newsflow.flows.digest_windows``: no digest key
-    #: sees every article, windows spread over the workers); false: one key per digest type.
-    per_window: bool = True
 
     @field_validator("tz")
     @classmethod
@@ -489,7 +491,7 @@ class DigestSettings(_DigestParams):  # type: ignore[misc,valid-type]
         return v
 
     def to_config(self) -> DigestConfig:
-        return DigestConfig(**self.model_dump(exclude={"tz", "rolling_minutes", "per_window"}))
+        return DigestConfig(**self.model_dump(exclude={"tz", "rolling_minutes"}))
 
     def schedule(self) -> Any:
         """The digest types and windows (``newsflow.digest.schedule.DigestSchedule``)."""
@@ -516,7 +518,8 @@ _PolicySettings = _section_from(
 
 
 class PollerSettings(Section):
-    """The feed poller (builds ``connectors.poller.PollerConfig``; topic names from ``kafka``)."""
+    """The feed poller (``connectors.poller.poller_config`` builds its ``PollerConfig``; topic names
+    from ``kafka``)."""
 
     #: concurrent fetches per worker
     concurrency: int = Field(50, ge=1, le=10_000)
@@ -538,13 +541,6 @@ class PollerSettings(Section):
     idle_wakeup_s: float = Field(5.0, gt=0)
     fetch: _FetchSettings = _FetchSettings()  # type: ignore[valid-type]
     policy: _PolicySettings = _PolicySettings()  # type: ignore[valid-type]
-
-    def to_config(self, topics: Topics | None = None, *, interactions_heartbeat: bool = False) -> Any:
-        from newsflow.connectors.poller import PollerConfig
-
-        d = self.model_dump(exclude={"fetch", "policy"})
-        return PollerConfig(topics=topics or Topics(), fetch=FetchConfig(**_dump(self.fetch)),
-                            policy=PollPolicy(**_dump(self.policy)), interactions_heartbeat=interactions_heartbeat, **d)
 
 
 def _dump(section: Any) -> dict[str, Any]:
@@ -738,11 +734,6 @@ class Settings(Section):
     poller: PollerSettings = PollerSettings()
     kafka: KafkaSettings = KafkaSettings()
     profiles: ProfilesSettings = ProfilesSettings()
-
-    def poller_config(self) -> Any:
-        """The poller's ``PollerConfig`` with the configured topic names (and, with profiles
-        configured, heartbeats to the ``interactions`` topic too)."""
-        return self.poller.to_config(self.kafka.topics, interactions_heartbeat=self.profiles.configured)
 
 
 #: what old flat keys became (shown in the "unknown key" message)

@@ -26,12 +26,13 @@ from newsflow.config import (
     show,
 )
 from newsflow.connectors.http_fetch import FetchConfig
-from newsflow.connectors.poller import PollerConfig
+from newsflow.connectors.poller import PollerConfig, poller_config
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.dedup.stories import PRESETS, TUNED
 from newsflow.digest.config import DigestConfig
 from newsflow.feeds.normalize import NormalizeConfig
-from newsflow.flows.pipeline import DigestsLogic, ParseLogic, StoriesLogic
+from newsflow.flows.digest_windows import FeederLogic, TrendLogic
+from newsflow.flows.pipeline import ParseLogic, StoriesLogic
 from newsflow.polling.state import PollPolicy
 from newsflow.scoring.importance import ScoreConfig
 
@@ -58,8 +59,8 @@ def test_defaults_are_the_pure_packages_defaults() -> None:
     assert s.topics.to_config() == TopicConfig()
     assert s.digests.to_config() == DigestConfig(time_basis="fetched")  # the flow's basis
     assert s.normalize.to_config() == NormalizeConfig()
-    assert s.poller_config() == PollerConfig()
-    assert s.poller.to_config().fetch == FetchConfig() and s.poller.to_config().policy == PollPolicy()
+    assert poller_config(s) == PollerConfig()
+    assert poller_config(s).fetch == FetchConfig() and poller_config(s).policy == PollPolicy()
     assert (s.dedup.window_ms, s.dedup.shards, s.stories.shards, s.flow.tick_ms) == (72 * 3_600_000, 8, 8, 60_000)
     assert load_settings(None, {}) == s
 
@@ -114,7 +115,7 @@ raw = "raw.test"
     assert score.tier_scores["T1"] == 95.0
     sched = s.digests.schedule()
     assert sched.tz == "Europe/Berlin" and sched.type("rolling").every_minutes == 30
-    pc = s.poller_config()
+    pc = poller_config(s)
     assert pc.fetch.timeout_s == 5.0 and pc.fetch.retry_backoff_s == (0.5, 1.5)
     assert pc.policy.transient_statuses == frozenset({500, 503})
     assert pc.topics.raw == "raw.test" and s.kafka.brokers == ["a:1", "b:2"]
@@ -130,6 +131,12 @@ def test_unknown_key_is_named_with_a_suggestion(tmp_path: Path) -> None:
     assert "unknown key 'dedup_windw_ms'" in msg and "dedup.window_hours" in msg
     msg = error_of(cfg(tmp_path, "[dedup]\nshard = 5\n"))
     assert "unknown key 'dedup.shard'" in msg and "'dedup.shards'" in msg
+
+
+def test_the_removed_per_type_digests_switch_is_an_unknown_key(tmp_path: Path) -> None:
+    # the digests are assembled per window, the only design: a file still choosing is told so
+    msg = error_of(cfg(tmp_path, "[digests]\nper_window = true\n"))
+    assert "unknown key 'digests.per_window'" in msg and "\n" not in msg, msg
 
 
 def test_old_flat_key_says_where_it_went(tmp_path: Path) -> None:
@@ -184,8 +191,8 @@ def test_every_step_gets_its_configured_objects() -> None:
     assert stories.assigner.config == s.stories.to_config() and stories.assigner.config.name == "seed"
     assert stories.topics.config == TopicConfig(n_clusters=4, dim=32)
     assert stories.score_config.lam == 0.1
-    digests = DigestsLogic(s, None, False)
-    assert digests.config.min_importance == 30.0 and digests.schedule.tz == "America/New_York"
+    assert TrendLogic(s, None).config.min_importance == 30.0
+    assert FeederLogic(s, None, "clock").schedule.tz == "America/New_York"
 
 
 def test_demo_honours_config_file_and_env(tmp_path: Path) -> None:

@@ -194,44 +194,42 @@ def test_an_hour_goes_to_every_window_whose_assembly_reads_it(tz: str, rolling: 
         assert set(windows_touching_hour(sched, h, types)) == want
 
 
-def _replay(archive: Path, out: Path, per_window: bool, **kw: object) -> dict[str, bytes]:
-    s = Settings(digests={"per_window": per_window})
-    run_file_flow(str(archive), str(out), settings=s, **kw)  # type: ignore[arg-type]
+def _replay(archive: Path, out: Path, **kw: object) -> dict[str, bytes]:
+    run_file_flow(str(archive), str(out), settings=Settings(), **kw)  # type: ignore[arg-type]
     return {t: (out / f"{t}.jsonl").read_bytes() if (out / f"{t}.jsonl").exists() else b"" for t in TOPICS}
 
 
-def test_per_window_digests_are_the_single_keys_digests_byte_for_byte(tmp_path: Path) -> None:
+def test_the_digests_are_the_same_for_any_number_of_workers_and_processes(tmp_path: Path) -> None:
     archive = tmp_path / "demo.jsonl"
     write_archive(demo_payloads(), archive)
-    one = _replay(archive, tmp_path / "one", per_window=False)
+    one = _replay(archive, tmp_path / "one")
     assert one["digests"]
-    assert _replay(archive, tmp_path / "pw", per_window=True) == one
-    assert _replay(archive, tmp_path / "pw2", per_window=True, processes=2) == one
+    assert _replay(archive, tmp_path / "w2", workers=2) == one
+    assert _replay(archive, tmp_path / "p2", processes=2) == one
 
 
 @pytest.mark.corpus
 @pytest.mark.slow
-def test_per_window_digests_on_the_labelled_real_day_with_two_processes(tmp_path: Path, shared_dir: Path) -> None:
+def test_the_digests_of_the_labelled_real_day_are_the_same_with_two_processes(tmp_path: Path, shared_dir: Path) -> None:
     """Real feeds (24 feeds, one uncategorised story shard, re-polls, feed-health gaps)."""
     archive = shared_dir / "data" / "real-feeds" / "headlines-24feeds_2020-05-03_06.feeds.raw.jsonl.gz"
-    one = _replay(archive, tmp_path / "one", per_window=False)
+    one = _replay(archive, tmp_path / "one")
     assert one["digests"].count(b"\n") > 50
-    assert _replay(archive, tmp_path / "pw2", per_window=True, processes=2) == one
+    assert _replay(archive, tmp_path / "p2", processes=2) == one
 
 
-def test_a_store_from_before_the_per_window_digests_is_refused_by_a_per_window_flow() -> None:
-    """Its digests' state sits under the per-type steps: resuming would lose open windows."""
+def test_a_store_from_before_the_per_window_digests_is_refused() -> None:
+    """Its digests' state sits under steps the flow no longer has: resuming would lose open windows."""
     from newsflow.core.snapshot import SnapshotFormatError, make_snapshot
     from newsflow.flows.pipeline import STEP_STORIES, StoriesLogic
 
     old = make_snapshot(STEP_STORIES, {}, freeze=False)
     old["version"] = 4
     with pytest.raises(SnapshotFormatError, match="new recovery directory"):
-        StoriesLogic(Settings(), old, False, quiet_health=True)
-    assert StoriesLogic(Settings(), old, False, quiet_health=False).assigner.articles == {}
+        StoriesLogic(Settings(), old, False)
 
 
-def test_a_jump_over_a_quiet_stretch_skips_the_same_windows_per_window_as_per_type(tmp_path: Path) -> None:
+def test_a_jump_over_a_quiet_stretch_skips_the_windows_between(tmp_path: Path) -> None:
     """The demo, then the demo again 40 days later: the windows between the two are empty and
     skipped (not thousands of empty digests); the windows that read the hour the new data
     starts in but end before it are skipped too, and their keys end (``WindowSkip``)."""
@@ -240,11 +238,10 @@ def test_a_jump_over_a_quiet_stretch_skips_the_same_windows_per_window_as_per_ty
     later = [replace(p, fetched_at_ms=p.fetched_at_ms + 40 * 86_400_000) for p in demo_payloads()]
     archive = tmp_path / "gap.jsonl"
     write_archive([*demo_payloads(), *later], archive)
-    one = _replay(archive, tmp_path / "one", per_window=False)
+    one = _replay(archive, tmp_path / "one")
     n = one["digests"].count(b"\n")
     assert 0 < n < 40 * 24  # fewer than the 40 days' hourly rolling windows alone
-    assert _replay(archive, tmp_path / "pw", per_window=True) == one
-    assert _replay(archive, tmp_path / "pw2", per_window=True, processes=2) == one
+    assert _replay(archive, tmp_path / "p2", processes=2) == one
 
 
 def test_an_article_late_for_a_sealed_window_is_counted_and_not_sent_to_it() -> None:

@@ -35,7 +35,6 @@ from newsflow.flows.pipeline import (
     STEP_PARSE,
     STEP_STORIES,
     DedupLogic,
-    DigestsLogic,
     ParseLogic,
     StoriesLogic,
     route_to_stories,
@@ -218,65 +217,9 @@ def test_feed_reliability_reaches_articles_in_every_story_shard() -> None:
         [rec] = [m.record for m in out if isinstance(m, ScoredArticle)]
         full = {"T1": 95.0, "T2": 80.0, "T3": 65.0, "T4": 50.0, "T5": 30.0}.get(a.tier, 50.0)
         assert rec["importance_components"]["authority"] == full * 0.5, k
-        assert any(isinstance(m, HealthReport) for m in out) == (key_name(k) == "st00")
-
-
-def test_digests_logic_closes_windows_on_the_minimum_shard_watermark() -> None:
-    arts = demo_articles()
-    items, wm = _deduped(arts)
-    stories = StoriesLogic(SETTINGS, None, False)
-    for _, v in items:
-        stories.on_item(v)
-    t1, t2 = _ticks(wm)
-    out, _ = stories.on_item(t1)
-    out2, _ = stories.on_item(t2)
-    recs = [m for m in [*out, *out2] if isinstance(m, ScoredArticle)]
-    settings = Settings(dedup=DedupSettings(shards=2), stories=StorySettings(shards=2))
-    feed = [("digests", FromShard(s, ShardWatermark(wm))) for s in ("st00", "st01")]  # the clock starts
-    feed += [("digests", FromShard("st00", m)) for m in recs]
-    later = wm + 30 * HOUR
-    # only one of two story shards moved: nothing closes; then the second one: windows close
-    feed.append(("digests", FromShard("st00", ShardWatermark(later))))
-    got_one = run_step("digests", lambda r: DigestsLogic(settings, r, False), list(feed))
-    assert all(not (isinstance(v, Output) and orjson.loads(v.value)["final"]) for _, v in got_one)
-    feed.append(("digests", FromShard("st01", ShardWatermark(later))))
-    got = [v for _, v in run_step("digests", lambda r: DigestsLogic(settings, r, False), feed)]
-    finals = [orjson.loads(o.value) for o in got if isinstance(o, Output) and orjson.loads(o.value)["final"]]
-    assert finals
-    for d in finals:
-        validate("digests", d)
-
-
-def test_digest_steps_keep_only_the_records_of_windows_still_open() -> None:
-    """A digest step drops a record once no window of its type that is still open can hold it
-    (the earliest start of the windows containing the watermark), not a whole extra day later:
-    every closed window still counts each of its records, and the step never holds more hours
-    than its longest window spans."""
-    [(t0, a)] = demo_articles(1)[:1]
-    stories = StoriesLogic(SETTINGS, None, False)
-    dedup = DedupLogic(SETTINGS, None, False)
-    stories.on_item(Deduped("0000:000000000001:00000", a, dedup.shard.process(a)))
-    out = [m for tk in _ticks(t0) for m in stories.on_item(tk)[0]]
-    [rec] = [m.record for m in out if isinstance(m, ScoredArticle)]
-    start = t0 // HOUR * HOUR
-    fetched = [start + i * 3 * HOUR + 17 * 60_000 for i in range(8 * 17)]  # 17 days, every 3 h
-    settings = Settings(dedup=DedupSettings(shards=2), stories=StorySettings(shards=1))
-    for dtype, span_hours in (("weekly_roundup", 7 * 24 + 1), ("morning_brief", 25), ("rolling", 1)):
-        logic = DigestsLogic(settings, None, False, types=frozenset({dtype}))
-        logic.on_item(FromShard("st00", ShardWatermark(start - HOUR)))
-        finals = []
-        for i, f in enumerate(fetched):
-            r = {**rec, "article_id": f"a{i:05d}", "key": f"a{i:05d}", "fetched_at": ms_to_iso(f),
-                 "title": f"{rec['title']} {i}"}
-            logic.on_item(FromShard("st00", ScoredArticle(r)))
-            got, _ = logic.on_item(FromShard("st00", ShardWatermark(f + HOUR)))
-            finals += [orjson.loads(o.value) for o in got]
-            held = [h for h, recs in logic.buckets.items() if recs] or [0]
-            assert max(held) - min(held) + 1 <= span_hours, (dtype, i)
-        assert finals, dtype
-        for d in finals:
-            lo, hi = iso_to_ms(d["window_start"]), iso_to_ms(d["window_end"])
-            assert d["article_count"] == sum(lo <= f < hi for f in fetched), (dtype, d["digest_id"])
+        # every shard hands the report to its digest feeder; only one reports it onward
+        [h] = [m for m in out if isinstance(m, HealthReport)]
+        assert h.report == (key_name(k) == "st00")
 
 
 def test_a_title_layer_revision_says_what_changed() -> None:
@@ -304,31 +247,6 @@ def test_a_title_layer_revision_says_what_changed() -> None:
     assert (ra["disposition"], ra["dedup_layer"], ra["changed"]) == ("revision", "title", ["body"])
     assert (rb["disposition"], rb["dedup_layer"], rb["changed"]) == ("revision", "title", ["title", "body"])
     validate("articles", orjson.dumps(rb))
-
-
-def test_digests_logic_counts_articles_late_for_a_closed_window() -> None:
-    """metrics.LATE counts an article whose fetch time falls in a window already emitted."""
-    from prometheus_client import REGISTRY
-
-    def late() -> float:
-        return REGISTRY.get_sample_value("newsflow_late_for_digest_total") or 0.0
-
-    [(t, a)] = demo_articles(1)[:1]
-    stories = StoriesLogic(SETTINGS, None, False)
-    dedup = DedupLogic(SETTINGS, None, False)
-    stories.on_item(Deduped("0000:000000000001:00000", a, dedup.shard.process(a)))
-    t1, t2 = _ticks(t)
-    out, _ = stories.on_item(t1)
-    out2, _ = stories.on_item(t2)  # both dedup shards ticked
-    [rec] = [m for m in [*out, *out2] if isinstance(m, ScoredArticle)]
-    logic = DigestsLogic(SETTINGS, None, False)
-    logic.on_item(FromShard("st00", ShardWatermark(t - HOUR)))
-    before = late()
-    logic.on_item(FromShard("st00", rec))  # on time: its windows are still open
-    assert late() == before
-    logic.on_item(FromShard("st00", ShardWatermark(t + 30 * HOUR)))  # closes them
-    logic.on_item(FromShard("st00", rec))  # the same fetch time again: too late for them
-    assert late() == before + 1
 
 
 def test_snapshots_resume_identically() -> None:
@@ -402,9 +320,16 @@ def test_old_positional_snapshots_are_refused_with_a_clear_message() -> None:
     older["version"] = 1  # the release before the event-time merge of partitions
     with pytest.raises(SnapshotFormatError, match=r"earlier release.*new recovery directory"):
         StoriesLogic(SETTINGS, older, False)
-    previous = make_snapshot(STEP_STORIES, {}, freeze=False)
-    previous["version"] = 3  # the layouts before the compact ones: read and converted on load
-    assert StoriesLogic(SETTINGS, previous, False).assigner.articles == {}
+    for version in (3, 4, 5):  # only the current layout is read, by every step
+        previous = make_snapshot(STEP_STORIES, {}, freeze=False)
+        previous["version"] = version
+        with pytest.raises(SnapshotFormatError, match=r"^step 'stories': .*start from a new recovery directory"):
+            StoriesLogic(SETTINGS, previous, False)
+        previous = make_snapshot(STEP_DEDUP, {}, freeze=False)
+        previous["version"] = version
+        with pytest.raises(SnapshotFormatError, match="new recovery directory"):
+            DedupLogic(SETTINGS, previous, False)
+    assert StoriesLogic(SETTINGS, make_snapshot(STEP_STORIES, {}, freeze=False), False).assigner.articles == {}
 
 
 def test_a_story_carried_by_one_organisations_feeds_has_one_publisher() -> None:
@@ -439,12 +364,6 @@ def test_a_story_carried_by_one_organisations_feeds_has_one_publisher() -> None:
     assert recs[2]["importance_components"]["corroboration"] == 50.0  # (three feeds, two publishers)
     [story] = [m.record for m in out if isinstance(m, StoryUpdate)]
     assert story["publishers"] == ["bbc.co.uk", "cnn.com"] and story["publisher_count"] == 2
-    # the digest's coverage as of the end: two publishers
-    digests = DigestsLogic(SETTINGS, None, False)
-    for m in out:
-        if isinstance(m, ScoredArticle):
-            digests.on_item(FromShard("st00", ScoredArticle(m.record)))
-    assert digests.coverage.as_of(recs[0]["story_id"], wm + 1) == (["bbc.co.uk", "cnn.com"], ["T2"])
 
 
 def test_a_gap_between_polls_does_not_age_the_news_it_brings() -> None:
@@ -499,8 +418,8 @@ def test_digest_steps_get_the_health_fields_they_read_and_report_the_same():
     import random
 
     from newsflow.digest.health import REPORT_FIELDS, FeedHealthAccumulator, report_view
-    from newsflow.flows.pipeline import _to_digests
-    from newsflow.model.messages import FromShard, HealthReport
+    from newsflow.flows.pipeline import _from_shards
+    from newsflow.model.messages import HealthReport
     from newsflow.wire.codec import health_record
 
     rnd = random.Random(3)
@@ -514,8 +433,7 @@ def test_digest_steps_get_the_health_fields_they_read_and_report_the_same():
         full.add(r)
         slim.add(report_view(r))
     assert full.summary() == slim.summary()
-    [(_, shared)] = _to_digests(Settings(), None)([("st00", HealthReport("0:1", recs[0]))])
-    sent = shared.obj  # one message for the five digest steps (newsflow.core.pickling.Shared)
+    [(_, sent)] = _from_shards(Settings())([("st00", HealthReport("0:1", recs[0]))])
     assert isinstance(sent, FromShard) and isinstance(sent.message, HealthReport)
     assert sent.message.record == {k: recs[0][k] for k in REPORT_FIELDS if k in recs[0]}
     assert "etag" in recs[0] and "etag" not in sent.message.record

@@ -15,7 +15,8 @@ import pytest
 from newsflow.config import Settings
 from newsflow.core.hashing import shard_of
 from newsflow.core.placement import input_keys, key_name, placed_key, worker_of
-from newsflow.flows.pipeline import digest_keys, shard_keys, story_keys
+from newsflow.flows.digest_windows import trend_keys
+from newsflow.flows.pipeline import shard_keys, story_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +33,7 @@ def _probe(tmp_path: Path, processes: int, parts: list[str], keys: list[str]) ->
 @pytest.mark.parametrize("processes", [2, 3])
 def test_the_routing_model_predicts_where_bytewax_runs_each_key(tmp_path: Path, processes: int) -> None:
     s = Settings()
-    keys = [*shard_keys(s), *story_keys(s), *digest_keys(s).values(),
+    keys = [*shard_keys(s), *story_keys(s), *trend_keys(s).values(),
             *(key_name(k) for k in shard_keys(s)), *(f"k{i}" for i in range(40))]
     parts = [f"{i:04d}" for i in range(5)] + ["10-feeds.raw", "9-feeds.raw"]
     lines = _probe(tmp_path, processes, parts, keys)
@@ -65,7 +66,7 @@ def test_placed_keys_spread_the_flows_shards_and_digest_types() -> None:
             w - 1 if i == blank else i % w for i in range(s.stories.shards)]
     # on 2 workers the five digest types do not share one worker (before: all five on worker 0)
     by_worker = defaultdict(list)
-    for t, k in digest_keys(s).items():
+    for t, k in trend_keys(s).items():
         by_worker[worker_of(k, 2)].append(t)
     assert sorted(len(v) for v in by_worker.values()) == [2, 3]
     assert key_name(placed_key("st03", 3)) == "st03"

@@ -32,6 +32,7 @@ from newsflow.connectors.poller import (
     PollerSource,
     PollEvent,
     feed_partition,
+    poller_config,
     restore_snapshot,
     state_from_dict,
     state_to_dict,
@@ -871,9 +872,9 @@ def test_tick_envelope_goes_to_every_partition() -> None:
     # profiles configured: the heartbeat goes to every interactions partition too
     from newsflow.config import ProfilesSettings, Settings
 
-    assert not Settings().poller_config().interactions_heartbeat
+    assert not poller_config(Settings()).interactions_heartbeat
     s = Settings(profiles=ProfilesSettings.model_validate({"profile": {"reader": {}}}))
-    assert s.poller_config().interactions_heartbeat
+    assert poller_config(s).interactions_heartbeat
     raw, ix = tick_event(T0, Topics(), interactions=True).records
     assert raw == rec and ix.all_partitions and (ix.topic, ix.key) == ("interactions", b"__tick__")
     validate("interactions", orjson.loads(ix.value))

@@ -388,41 +388,41 @@ def test_weights_are_reported_at_every_window_end_however_late_the_interactions_
         assert ends == [t0 + k * 60_000 for k in range(1, 6)], (late, ends)
 
 
-def test_live_relevance_digests_per_window_are_those_of_one_key_per_type(week: dict, live: dict, tmp_path: Path) -> None:
-    """A default profile and no profile digests: the digests are assembled per window, and their
-    items carry the live relevance of their leads as the per-type digests do (two workers)."""
+def test_live_relevance_digests_are_the_same_for_one_and_two_workers(week: dict, live: dict, tmp_path: Path) -> None:
+    """A default profile and no profile digests: the digests' items carry the live relevance of
+    their leads, the same with one worker as with two."""
     from newsflow.config import Settings
 
     only_default = ProfilesSettings.model_validate({"profile": {"default": {"topics": SUBSCRIPTIONS["topics"]}}}).to_config()
     assert only_default.live_relevance and not only_default.with_digests
     outs = {}
-    for per_window, workers in ((False, 1), (True, 2)):
-        out = tmp_path / f"pw{per_window}"
-        run_file_flow(str(week["archive"]), str(out), Settings(digests={"per_window": per_window}), workers=workers,
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        run_file_flow(str(week["archive"]), str(out), Settings(), workers=workers,
                       interactions_path=str(live["ix"]), profiles=only_default)
-        outs[per_window] = _read(out)
-    assert outs[True] == outs[False]
-    items = [it for d in map(orjson.loads, outs[True]["digests"]) for s in d["sections"] for it in s["items"]]
+        outs[workers] = _read(out)
+    assert outs[2] == outs[1]
+    items = [it for d in map(orjson.loads, outs[2]["digests"]) for s in d["sections"] for it in s["items"]]
     assert items and all(isinstance(it.get("relevance"), float) for it in items)
 
 
 @pytest.mark.parametrize("profiles_name", ["PROFILES", "LIVE"])
-def test_profile_digests_per_window_are_those_of_one_key_per_type(week: dict, live: dict, tmp_path: Path,
-                                                                   profiles_name: str) -> None:
+def test_profile_digests_are_the_same_for_one_and_two_workers(week: dict, live: dict, tmp_path: Path,
+                                                              profiles_name: str) -> None:
     """Profiles with their own digests (each waits for the profile's weights at the window's end;
-    their trends chain per profile), with and without live relevance: the same records per
-    window (two workers) as with one key per digest type."""
+    their trends chain per profile), with and without live relevance: the same records with one
+    worker as with two."""
     from newsflow.config import Settings
 
     profiles = {"PROFILES": PROFILES, "LIVE": LIVE}[profiles_name]
     ix = week["ix"] if profiles_name == "PROFILES" else live["ix"]
     assert profiles.with_digests
     outs = {}
-    for per_window, workers in ((False, 1), (True, 2)):
-        out = tmp_path / f"pw{per_window}"
-        run_file_flow(str(week["archive"]), str(out), Settings(digests={"per_window": per_window}), workers=workers,
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        run_file_flow(str(week["archive"]), str(out), Settings(), workers=workers,
                       interactions_path=str(ix), profiles=profiles)
-        outs[per_window] = _read(out)
-    assert outs[True] == outs[False]
-    ids = [orjson.loads(d)["digest_id"] for d in outs[True]["digests"]]
+        outs[workers] = _read(out)
+    assert outs[2] == outs[1]
+    ids = [orjson.loads(d)["digest_id"] for d in outs[2]["digests"]]
     assert any(i.startswith("reader:") for i in ids) and any(not i.startswith(("reader:", "twin:", "other:")) for i in ids)

@@ -20,6 +20,7 @@ from newsflow.cli.main import main as cli_main
 from newsflow.cli.main import run_file_flow
 from newsflow.config import DigestSettings, KafkaSettings, ProfilesSettings, Settings, Topics, show
 from newsflow.connectors.files import write_archive
+from newsflow.connectors.poller import poller_config
 from newsflow.connectors.topics import ensure_topics, produce_values
 from newsflow.samples.reader_week import reader_interactions, week_payloads
 from newsflow.wire.codec import encode_raw
@@ -127,8 +128,8 @@ def test_live_run_with_a_quiet_interactions_topic_does_not_stall(kafka_bootstrap
                             stdout=subprocess.DEVNULL, stderr=(tmp_path / "run.log").open("wb"))
     try:
         produce_values([kafka_bootstrap], topics.raw, [encode_raw(p)[1] for p in payloads])
-        # the poller's heartbeat (poller_config() sends it to interactions: profiles are configured)
-        assert settings.poller_config().interactions_heartbeat
+        # the poller's heartbeat (poller_config sends it to interactions: profiles are configured)
+        assert poller_config(settings).interactions_heartbeat
         from confluent_kafka import Producer
 
         prod = Producer({"bootstrap.servers": kafka_bootstrap})

@@ -143,6 +143,7 @@ def _registry(path: str) -> Registry | None:
 def cmd_poll(args: argparse.Namespace) -> int:
     from newsflow.cli.main import load_config, reachable_brokers
     from newsflow.cli.ops import observed
+    from newsflow.connectors.poller import poller_config
     from newsflow.connectors.topics import settings_config
     from newsflow.flows.metrics import PollMetrics, poll_status
     from newsflow.flows.poller import run_poller_flow
@@ -152,7 +153,7 @@ def cmd_poll(args: argparse.Namespace) -> int:
     if registry is None:
         return 2
     settings = load_config(args)
-    cfg = settings.poller_config()
+    cfg = poller_config(settings)
     fetch = cfg.fetch
     if args.allow_private:
         fetch = replace(fetch, allow_private=True)

@@ -33,7 +33,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import KafkaError as CKafkaError
 
 from newsflow.config import Settings
-from newsflow.connectors.topics import kafka_logger, producer_config, settings_config
+from newsflow.connectors.topics import (
+    KafkaDeliveryFailed,
+    kafka_logger,
+    producer_config,
+    settings_config,
+)
 from newsflow.core.placement import input_keys
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
@@ -56,10 +61,6 @@ class KafkaUnavailable(RuntimeError):
 
 class KafkaClusterChanged(RuntimeError):
     """The recovery state belongs to another cluster / another log than the broker now serves."""
-
-
-class KafkaDeliveryFailed(RuntimeError):
-    """Records of this epoch were not acknowledged by Kafka; the epoch must not be committed."""
 
 
 KAFKA_ERRORS = (KafkaUnavailable, KafkaClusterChanged, KafkaDeliveryFailed)

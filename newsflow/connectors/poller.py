@@ -61,10 +61,9 @@ import orjson
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 
-from newsflow.config import Topics
+from newsflow.config import Settings, Topics
 from newsflow.connectors.http_fetch import FetchConfig, HttpFetcher
-from newsflow.connectors.kafka import KafkaDeliveryFailed
-from newsflow.connectors.topics import producer_config
+from newsflow.connectors.topics import KafkaDeliveryFailed, producer_config
 from newsflow.core.hashing import bytes_id, shard_of
 from newsflow.feeds.urls import registrable_domain
 from newsflow.model.records import RawPayload
@@ -109,7 +108,7 @@ def system_clock_ms() -> int:
 @dataclass(frozen=True, slots=True)
 class PollerConfig:
     """Poller settings; built from the ``[poller]`` section of the configuration tree
-    (``newsflow.config.Settings.poller_config()``)."""
+    (:func:`poller_config`)."""
 
     topics: Topics = field(default_factory=Topics)
     #: concurrent fetches per worker
@@ -140,6 +139,18 @@ class PollerConfig:
     policy: PollPolicy = field(default_factory=PollPolicy)
     #: where ``newsflow poll --now FEED_ID`` leaves its requests (``<state dir>/requests``)
     requests_dir: str | None = None
+
+
+def poller_config(settings: Settings) -> PollerConfig:
+    """The poller's configuration from the ``[poller]`` section, with the configured topic names
+    (and, with profiles configured, heartbeats to the ``interactions`` topic too)."""
+    p = settings.poller
+    d = p.model_dump(exclude={"fetch", "policy"})
+    fetch: Any = p.fetch  # sections generated from the dataclasses (``config._section_from``)
+    policy: Any = p.policy
+    return PollerConfig(topics=settings.kafka.topics, fetch=FetchConfig(**fetch.model_dump()),
+                        policy=PollPolicy(**policy.model_dump()),
+                        interactions_heartbeat=settings.profiles.configured, **d)
 
 
 # --------------------------------------------------------------------------------------------

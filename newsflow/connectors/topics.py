@@ -11,6 +11,10 @@ from typing import Any
 
 from newsflow.config import Settings
 
+
+class KafkaDeliveryFailed(RuntimeError):
+    """Records of this epoch were not acknowledged by Kafka; the epoch must not be committed."""
+
 #: Producer settings of every producer in the project (flow sinks, poller sink, ``produce``):
 #: a big local queue (Bytewax bug #522: a full queue raises BufferError), batching for
 #: throughput, an idempotent producer so retries never duplicate. Strings: librdkafka parses
@@ -267,8 +271,6 @@ def produce_values(brokers: list[str], topic: str, values: Iterable[bytes], key_
     while p.flush(1.0) > 0:  # (short slices: Ctrl-C is still handled while a broker is away)
         pass
     if failed:
-        from newsflow.connectors.kafka import KafkaDeliveryFailed
-
         msg = (f"Kafka did not acknowledge {len(failed)} of {n} records produced to {topic} "
                f"({failed[0]}); {n - len(failed)} were delivered; the rest are not on the topic but "
                "for those in flight when the broker stopped answering, which it may have written")

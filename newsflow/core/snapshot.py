@@ -24,26 +24,14 @@ from typing import Any
 import zstandard
 
 FORMAT = "newsflow-state"
-#: bump when a step's fields change meaning (adding a field does not need a bump)
-#: 2: input partitions merged on event time (dedup/story shards buffer by epoch), one digest step
-#: per type, story merges and the remembered redundancy rate in the story assigner
-#: 3: the steps' keys are placed on workers (``newsflow.core.placement``): a store of version 2
-#: keeps its state under the old key names, which no item reaches any more
-#: 4: compact layouts (the story step's band index as arrays, its term statistics without their
-#: sums, dedup entries keyed by digests): an older release cannot read them, this one reads 3
-#: 5: digests per window (``newsflow.flows.digest_windows``): a store of an earlier version
-#: keeps the digests' state under the per-type steps, which the per-window steps do not read
-#: (the story step refuses it when the digests are per window: :data:`PER_WINDOW_VERSION`)
-#: 6: the story shard's article features and the dedup shards' GUID entries as columns, a
-#: digest window's entries as frozen chunks (``entry_chunks``): a release of version 5 would
-#: read a window's entries as empty and miss the shards' tables, so it refuses them; this one
-#: reads 5 (and 3)
+#: bump when a step's fields change meaning (adding a field does not need a bump); 6: the story
+#: shard's article features and the dedup shards' GUID entries as columns, the digests assembled
+#: per window (``newsflow.flows.digest_windows``) with a window's entries as frozen chunks
 VERSION = 6
-#: the oldest version this release resumes from (the objects of version 3 convert themselves
-#: on load: their ``__setstate__`` reads the layout of before)
-MIN_VERSION = 3
-#: the oldest version a flow with per-window digests resumes from
-PER_WINDOW_VERSION = 5
+#: the oldest version this release resumes from: only the current layout is read; a recovery
+#: directory of an earlier release is refused with one line saying to start from a new directory
+#: and replay the input (a replay rebuilds every step's state from ``feeds.raw``)
+MIN_VERSION = VERSION
 
 #: Zstandard level of a frozen snapshot: level 1 compresses a pickle at several hundred MB/s
 ZSTD_LEVEL = 1

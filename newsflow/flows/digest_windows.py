@@ -1,7 +1,5 @@
-"""Digests assembled per window (issue 11, item 2): no digest key sees every article.
-
-Four steps replace the one key per digest type (which kept every entry of its longest window,
-and assembled its windows one after the other):
+"""Digests assembled per window: no digest key sees every article (a key per digest type would
+keep every entry of its longest window and assemble its windows one after the other). Four steps:
 
 * a **feeder** per story shard (:class:`FeederLogic`, keyed like the shard, so on its worker)
   sends each article's digest entry to the keys of the windows that read it, keeps the coverage
@@ -25,14 +23,12 @@ and assembled its windows one after the other):
   (:func:`~newsflow.digest.assemble.apply_trends`) to the drafts in window order and emits the
   digests.
 
-The same digests, byte for byte, as the single key per type, for any number of workers
-(tested). A profile with digests gets its own digest of each window of its types: the clock
+The same digests, byte for byte, for any number of workers and processes (tested). A profile with digests gets its own digest of each window of its types: the clock
 holds the window's :class:`ProfileClose` until the profile's weights as of the window's end come
 (at the end of the input: its latest), the window's key keeps its entries until then and drafts
 it, ranked by that relevance, and the trend key chains each profile's digests on their own. The
 one key that still sees every article of a deployment is the story shard of feeds without a
-category, and its feeder (the same key). ``digests.per_window = false``: one key per digest type
-(``newsflow.flows.pipeline.DigestsLogic``), as before.
+category, and its feeder (the same key).
 """
 
 from __future__ import annotations
@@ -179,6 +175,12 @@ def trend_key(dtype: str, slot: int) -> str:
     return placed_key(f"dt:{dtype}", slot)
 
 
+def trend_keys(settings: Any) -> dict[str, str]:
+    """Digest type -> its trend key: the types in name order take the workers 0, 1, ..."""
+    types = sorted(t.name for t in settings.digests.schedule().types)
+    return {t: trend_key(t, j) for j, t in enumerate(types)}
+
+
 @fast_pickle  # (recovery pickles every feeder each epoch, thousands of these: 1.6x faster)
 @dataclass(slots=True)
 class _Slim:
@@ -241,15 +243,13 @@ class FeederLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
     and health reports, never an article."""
 
     def __init__(self, settings: Any, resume: Snapshot | None, clock_key: str, recovery: bool = False) -> None:
-        from newsflow.flows.pipeline import families_of
-
         self.s = settings
         self.recovery = recovery
         self.clock_key = clock_key
         self.schedule = settings.digests.schedule()
         self.types = tuple(t.name for t in self.schedule.types)
         self.basis = settings.digests.to_config().time_basis
-        self.family = families_of(settings).family
+        self.family = settings.normalize.families().family
         st = restore(STEP_FEEDER, resume) if resume is not None else {}
         self.buckets: dict[int, list[_Slim]] = st.get("buckets", {})
         self.wm: int = st.get("watermark", -(1 << 62))

@@ -10,8 +10,7 @@
                     clock: which windows close (ticks, health)      [key: one, no articles]
                     windows: one draft each                         [key: "dw:<type>:<start>"]
                     trends: drafts in window order -> digests       [key: one per digest type]
-                    (``newsflow.flows.digest_windows``; ``digests.per_window = false``: one
-                    key per type, "digests:<type>", ``DigestsLogic``)
+                    (``newsflow.flows.digest_windows``)
       -> (topic, key, value) for the sinks
 
 Only wiring lives here: the logic is in the pure step packages. Step ids are constants because
@@ -42,14 +41,13 @@ from newsflow.clustering.topics import OnlineTopics, annotate
 from newsflow.config import Settings
 from newsflow.connectors.files import END_OF_PARTITION, UNREADABLE, BodyRefError, resolve_body_ref
 from newsflow.connectors.inflight import InflightJournals
-from newsflow.core.alignment import END, EpochMerge, slowest_watermark
+from newsflow.core.alignment import END, EpochMerge
 from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fetched_at
 from newsflow.core.exactbytes import exact_size
 from newsflow.core.gctune import tune_gc
 from newsflow.core.hashing import shard_of
-from newsflow.core.pickling import Shared
 from newsflow.core.placement import input_keys, key_name, placed_key
-from newsflow.core.snapshot import MIN_VERSION, PER_WINDOW_VERSION, Snapshot, make_snapshot, restore
+from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.exact import DedupShard, dedup_shard_key, story_margin_ms
 from newsflow.dedup.stories import (
@@ -59,14 +57,11 @@ from newsflow.dedup.stories import (
     title_layer_changes,
 )
 from newsflow.dedup.story_state import MemberRecords, StoryTracker
-from newsflow.digest.assemble import assemble_digest, next_memory
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import digest_entries
-from newsflow.digest.health import report_view, window_health
-from newsflow.digest.schedule import DigestWindow
+from newsflow.digest.health import report_view
 from newsflow.feeds.normalize import RepollMemory, make_deadletter, normalize_payload
 from newsflow.feeds.poll_outcome import bodiless_poll_result, poll_error_fields
-from newsflow.feeds.tiers import NO_TABLE, SourceTiers
 from newsflow.flows import metrics
 from newsflow.flows.isolation import envelope_head, internal_error, isolated
 from newsflow.model.messages import (
@@ -81,8 +76,6 @@ from newsflow.model.messages import (
     ParsedArticle,
     ParseOutput,
     ProfileAt,
-    ProfileClock,
-    ProfileVersion,
     ScoredArticle,
     ShardInput,
     ShardWatermark,
@@ -94,8 +87,6 @@ from newsflow.model.messages import (
 )
 from newsflow.model.records import Article, DeadLetter, RawPayload
 from newsflow.profiles.config import ProfilesConfig
-from newsflow.profiles.rank import personalize, with_item_relevance, with_relevance
-from newsflow.profiles.vectors import interest_profile
 from newsflow.scoring.importance import scored_as_of
 from newsflow.wire.codec import (
     EnvelopeError,
@@ -115,7 +106,6 @@ STEP_DEDUP = "dedup"
 STEP_STORIES = "stories"
 STEP_DIGESTS = "digests"
 TICK_FEED_ID = "__tick__"
-DIGESTS_KEY = "digests"
 
 
 def shard_keys(settings: Settings) -> list[str]:
@@ -126,12 +116,6 @@ def shard_keys(settings: Settings) -> list[str]:
 def placed_shard_keys(settings: Settings) -> dict[str, str]:
     """Dedup shard name (:func:`~newsflow.dedup.exact.dedup_shard_key`) -> its key."""
     return {key_name(k): k for k in shard_keys(settings)}
-
-
-def families_of(settings: Settings) -> SourceTiers:
-    """The configured source table's publisher families (the table off: registrable domains
-    and platform channel names only)."""
-    return settings.normalize.to_config().source_tiers or NO_TABLE
 
 
 def story_keys(settings: Settings) -> list[str]:
@@ -155,19 +139,6 @@ def story_key(article: Article, settings: Settings) -> str:
     0.768 vs 0.755 with one assigner), so no key holds the whole window."""
     shards = settings.stories.shards
     return _story_shard_keys(shards)[shard_of(article.category or "", shards)]
-
-
-#: digest types, heaviest first (measured on npr-ars-wgrz: rolling 1.84 s, evening recap 1.61 s,
-#: morning brief 0.96 s, midday update 0.88 s, weekly roundup 0.49 s); other types follow by name
-_DIGEST_COST_ORDER = ("rolling", "evening_recap", "morning_brief", "midday_update", "weekly_roundup")
-
-
-def digest_keys(settings: Settings) -> dict[str, str]:
-    """Digest type -> its step's key. The types take the slots after the uncategorised feeds'
-    story shard (on the last worker), heaviest first: worker 0, 1, ..."""
-    types = sorted((t.name for t in settings.digests.schedule().types),
-                   key=lambda t: (_DIGEST_COST_ORDER.index(t) if t in _DIGEST_COST_ORDER else len(_DIGEST_COST_ORDER), t))
-    return {t: placed_key(f"{DIGESTS_KEY}:{t}", j) for j, t in enumerate(types)}
 
 
 def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], list[tuple[str, DedupOutput]]]:
@@ -388,7 +359,7 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
         self.recovery = recovery
         self.s = settings
         self.story_config = settings.stories.to_config()
-        self.families = families_of(settings)
+        self.families = settings.normalize.families()
         st = restore(STEP_DEDUP, resume) if resume is not None else {}
         self.shard: DedupShard = (
             st["shard"] if "shard" in st else DedupShard(settings.dedup.window_ms, settings.dedup.emit_repolls)
@@ -446,19 +417,13 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
 class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
     """Tick-aligned: near-duplicates, same-event and story ids, importance, topics."""
 
-    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool, *,
-                 quiet_health: bool = False) -> None:
+    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool) -> None:
         self.s = settings
         self.recovery = recovery
-        #: emit the quiet copies of health reports with a reliability too (for the per-window
-        #: digests' feeder of this shard: each keeps its feeds' reliability)
-        self.quiet_health = quiet_health
         self.story_config = settings.stories.to_config()
         self.score_config = settings.scoring.to_config()
-        self.families = families_of(settings)
-        # (a store from before the per-window digests has their state elsewhere: refused)
-        st = restore(STEP_STORIES, resume, min_version=PER_WINDOW_VERSION if quiet_health else MIN_VERSION
-                     ) if resume is not None else {}
+        self.families = settings.normalize.families()
+        st = restore(STEP_STORIES, resume) if resume is not None else {}
         # (explicit membership tests: an empty aligner is falsy but its tick counts matter)
         self.merge: EpochMerge = st["merge"] if "merge" in st else EpochMerge(
             tuple(key_name(k) for k in shard_keys(settings)))
@@ -496,8 +461,8 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 h = x.record
                 if h.get("reliability") is not None:
                     self.reliability[h["feed_id"]] = h["reliability"]
-                if x.report or (self.quiet_health and h.get("reliability") is not None):
-                    out.append(x)  # (per-window digests: each shard's feeder keeps reliability)
+                if x.report or h.get("reliability") is not None:
+                    out.append(x)  # (the quiet copies too: each shard's digest feeder keeps reliability)
                 continue
             a = x.article
             recs.append((self._story(x, x.features if x.features is not None else next(feats)),
@@ -568,186 +533,6 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         }, freeze=self.recovery)
 
 
-# ---------------------------------------------------------------- digests (event-time windows)
-HOUR = 3_600_000
-
-
-DigestInput = FromShard | ProfileAt | ProfileClock
-
-
-class DigestsLogic(StatefulLogic[DigestInput, Output, Snapshot]):
-    """Keeps the records of the longest window (hour buckets, expiring on event time) and
-    assembles every digest window the watermark closes; at the end of a finite input, the still
-    open windows are emitted with ``final: false``. Profiles with digest types get their own
-    digests of the same windows, ranked with their relevance as of the window end (assembled
-    when the profile step has reported its weights at that end)."""
-
-    def __init__(self, settings: Settings, resume: Snapshot | None, recovery: bool,
-                 profiles: ProfilesConfig | None = None, types: frozenset[str] | None = None) -> None:
-        self.s = settings
-        #: the digest types this step assembles (each type is its own step and key: the types'
-        #: windows are assembled in parallel); None: every type
-        self.types = types
-        #: per profile with digests, the types of them this step assembles
-        self.profile_types = {p.name: mine for p in (profiles.with_digests if profiles else ())
-                              if (mine := {t for t in p.digests if types is None or t in types})}
-        #: a configured default profile: the records carry its live relevance, so do the items
-        self.live_relevance = profiles is not None and profiles.live_relevance
-        self.recovery = recovery
-        self.schedule = settings.digests.schedule()
-        self.config = settings.digests.to_config()
-        self.score_config = settings.scoring.to_config()  # scores follow the story at digest time
-        self.families = families_of(settings)
-        st = restore(STEP_DIGESTS, resume) if resume is not None else {}
-        self.buckets: dict[int, list[JsonRecord]] = st.get("buckets", {})
-        self.health: dict[int, list[JsonRecord]] = st.get("health", {})
-        self.previous: dict[str, JsonRecord] = st.get("previous", {})
-        self.wm: int | None = st.get("watermark")
-        #: latest watermark of each story shard; the digest clock is their minimum, so a
-        #: window closes only when every shard has sent all of its records
-        self.source_wm: dict[str, int] = st.get("source_watermarks", {})
-        #: per story, when each publisher/tier joined; feeds' reliability (scores at digest time)
-        self.coverage: StoryCoverage = st["coverage"] if "coverage" in st else StoryCoverage()
-        #: per profile: its weights at window ends (None: latest), its clock, windows waiting
-        self.profile_at: dict[str, dict[int | None, ProfileAt]] = st.get("profile_at", {})
-        self.profile_clock: dict[str, int] = st.get("profile_clocks", {})
-        self.profile_pending: dict[str, list[DigestWindow]] = st.get("profile_pending", {})
-
-    def on_item(self, value: FromShard | ProfileAt | ProfileClock) -> tuple[Iterable[Output], bool]:
-        if isinstance(value, ProfileAt | ProfileClock):
-            return self._on_profile(value), StatefulLogic.RETAIN
-        msg = value.message
-        if isinstance(msg, ScoredArticle):
-            rec = msg.record
-            fetched = iso_to_ms(rec["fetched_at"])
-            if self.wm is not None and fetched < self.wm and any(
-                    w.end_ms <= self.wm for w in self.schedule.windows_containing(fetched)):
-                metrics.LATE.inc()  # a window it belongs to was already emitted without it
-            # analyzed once, kept compact (newsflow.digest.entries), upstream (digest_entry_of)
-            # (with profile digests: also the article's profile features, for exact relevance)
-            # one entry object shared by the digest steps of a process (never modified: assembly
-            # copies what it changes), not a copy per step (57 MB of the 100k UCI replay)
-            entry = msg.entry if msg.entry is not None else digest_entries(
-                [rec], title_weight=self.config.title_weight, body_words=self.config.body_words,
-                profile_terms=bool(self.profile_types))[0]
-            self.buckets.setdefault(fetched // HOUR, []).append(entry)
-            self.coverage.add(rec, self.families.family)
-            return (), StatefulLogic.RETAIN
-        if isinstance(msg, HealthReport):
-            h = msg.record
-            self.health.setdefault(iso_to_ms(h["at"]) // HOUR, []).append(h)
-            self.coverage.add_health(h)
-            return (), StatefulLogic.RETAIN
-        if isinstance(msg, StoryMerge):  # windows ending after it see one story
-            self.coverage.merge(msg.gone, msg.into, msg.at_ms)
-            return (), StatefulLogic.RETAIN
-        wm = slowest_watermark(self.source_wm, value.shard, msg.watermark, self.s.stories.shards, self.wm)
-        if wm is None:
-            return (), StatefulLogic.RETAIN
-        closing, _ = self.schedule.closing_over_gaps(self.wm, wm, (h for store in (self.buckets, self.health) for h in store))
-        closing = [w for w in closing if self.types is None or w.digest_type in self.types]
-        out = [self._assemble(w, final=True) for w in closing]
-        for name, types in self.profile_types.items():
-            self.profile_pending.setdefault(name, []).extend(w for w in closing if w.digest_type in types)
-        self.wm = wm
-        out.extend(self._profile_digests())
-        self._expire()
-        return [o for o in out if o is not None], StatefulLogic.RETAIN
-
-    def _on_profile(self, msg: ProfileAt | ProfileClock) -> list[Output]:
-        if isinstance(msg, ProfileClock):
-            self.profile_clock[msg.profile] = max(msg.watermark, self.profile_clock.get(msg.profile, msg.watermark))
-            return []
-        if msg.profile not in self.profile_types:
-            return []
-        self.profile_at.setdefault(msg.profile, {})[msg.as_of] = msg
-        return [o for o in self._profile_digests() if o is not None]
-
-    def _profile_digests(self, *, at_end: bool = False) -> list[Output | None]:
-        """Each profile's closed windows, in order, as soon as its weights at their end are known
-        (at the end of the input: its latest weights)."""
-        out: list[Output | None] = []
-        for name, pending in sorted(self.profile_pending.items()):
-            known = self.profile_at.get(name, {})
-            while pending:
-                p = known.get(pending[0].end_ms) or (known.get(None) if at_end else None)
-                if p is None:
-                    break
-                out.append(self._assemble(pending.pop(0), final=True, profile=p))
-                if p.as_of is not None:
-                    del known[p.as_of]
-        return out
-
-    def on_eof(self) -> tuple[Iterable[Output], bool]:
-        if self.wm is None:
-            return (), StatefulLogic.RETAIN
-        latest: dict[str, DigestWindow] = {}
-        for w in self.schedule.windows_containing(self.wm):
-            if self.types is not None and w.digest_type not in self.types:
-                continue
-            if w.digest_type not in latest or w.start_ms > latest[w.digest_type].start_ms:
-                latest[w.digest_type] = w
-        out = [self._assemble(w, final=False, skip_empty=True) for w in latest.values()]
-        out.extend(self._profile_digests(at_end=True))
-        for name, types in sorted(self.profile_types.items()):
-            p = self.profile_at.get(name, {}).get(None)
-            if p is not None:
-                out.extend(self._assemble(w, final=False, skip_empty=True, profile=p)
-                           for w in latest.values() if w.digest_type in types)
-        return [o for o in out if o is not None], StatefulLogic.RETAIN
-
-    def _in(self, store: dict[int, list[JsonRecord]], start: int, end: int) -> list[JsonRecord]:
-        return [r for h in sorted(store) if start // HOUR <= h <= end // HOUR for r in store[h]]
-
-    def _assemble(self, w: DigestWindow, *, final: bool, skip_empty: bool = False,
-                  profile: ProfileAt | None = None) -> Output | None:
-        recs = self._in(self.buckets, w.start_ms, w.end_ms)
-        if skip_empty and not recs:
-            return None
-        recs = self.coverage.aliased(recs, w.end_ms)  # a story merged before the end is the one it joined
-        memory = w.digest_type
-        if profile is not None:  # this profile's relevance ranks its digest
-            ip = interest_profile(dict(profile.weights))
-            recs = [dict(with_relevance(r, ip)) for r in recs]
-            memory = f"{profile.profile}:{w.digest_type}"
-        d = assemble_digest(recs, w, schedule=self.schedule, previous=self.previous.get(memory),
-                            feed_health=window_health(self.health, w.start_ms, w.end_ms), config=self.config, final=final,
-                            coverage=self.coverage, score_config=self.score_config,
-                            as_of_ms=None if final else self.wm)
-        if profile is not None or self.live_relevance:  # items carry the live relevance
-            rel = {r["article_id"]: r["importance_components"]["relevance"] for r in recs
-                   if isinstance(r.get("importance_components"), dict)}
-            d = personalize(d, profile.profile, profile.top_terms, rel) if profile is not None else with_item_relevance(d, rel)
-        if final and (nxt := next_memory(self.previous.get(memory), d)) is not None:
-            self.previous[memory] = dict(nxt)
-        metrics.DIGESTS.labels(w.digest_type).inc()
-        return Output(self.s.kafka.topics.digests, d["digest_id"].encode(), exact_size(dumps(d)))
-
-    def _expire(self) -> None:
-        assert self.wm is not None
-        # profiles' digests still to assemble keep their records
-        clocks = [self.profile_clock.get(n, -1) for n in self.profile_types]
-        low = min([self.wm, *clocks])
-        if self.profile_types:  # (closed windows may wait for a profile's weights: a margin)
-            horizon = (low - self.schedule.retention_ms(self.types)) // HOUR
-        else:  # the earliest start of this step's windows still open: nothing before it is read
-            horizon = min((w.start_ms for w in self.schedule.windows_containing(low, self.types)),
-                          default=low) // HOUR
-        for store in (self.buckets, self.health):
-            for h in [h for h in store if h < horizon]:
-                del store[h]
-        # story coverage (small) as long as for every type: the same scores in every step
-        self.coverage.expire((low - self.schedule.retention_ms()) // HOUR * HOUR)
-
-    def snapshot(self) -> Snapshot:
-        return make_snapshot(STEP_DIGESTS, {
-            "buckets": self.buckets, "health": self.health, "previous": self.previous,
-            "watermark": self.wm, "source_watermarks": self.source_wm, "coverage": self.coverage,
-            "profile_at": self.profile_at, "profile_clocks": self.profile_clock,
-            "profile_pending": self.profile_pending,
-        }, freeze=self.recovery)
-
-
 # ---------------------------------------------------------------- wiring
 def by_key(kvs: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """Keyed messages -> one message per key (a :class:`Batch` when there are several), keys in
@@ -764,15 +549,6 @@ def by_key(kvs: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return [(k, g[0] if len(g) == 1 else Batch(tuple(g))) for k, g in groups.items()]
 
 
-def _rekey(key: str) -> Callable[[tuple[str, DigestInput | Batch | Shared]], tuple[str, DigestInput | Batch | Shared]]:
-    return lambda kv: (key, kv[1])
-
-
-def _digests_builder(settings: Settings, recovery: bool, profiles: ProfilesConfig | None,
-                     dtype: str) -> Callable[[Snapshot | None], DigestsLogic]:
-    return lambda resume: DigestsLogic(settings, resume, recovery, profiles, frozenset({dtype}))
-
-
 def _from_shards(settings: Settings, profile_terms: bool = False
                  ) -> Callable[[list[tuple[str, StoryOutput]]], list[tuple[str, FromShard]]]:
     """Story-shard outputs as the digests read them, each with its shard's key: an article's
@@ -780,7 +556,7 @@ def _from_shards(settings: Settings, profile_terms: bool = False
     once per digest step or window), for a whole batch of records in one call (the text analysis
     is vectorized per call: ~2x cheaper than one call per record)."""
     cfg = settings.digests.to_config()
-    family = families_of(settings).family
+    family = settings.normalize.families().family
 
     def convert(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, FromShard]]:
         kept = [(k, m) for k, m in batch if not isinstance(m, StoryUpdate | MergedArticle)]
@@ -795,18 +571,6 @@ def _from_shards(settings: Settings, profile_terms: bool = False
                               _slim(m) if isinstance(m, HealthReport) else m)) for k, m in kept]
 
     return convert
-
-
-def _to_digests(settings: Settings, profiles: ProfilesConfig | None
-                ) -> Callable[[list[tuple[str, StoryOutput]]], list[tuple[str, Shared]]]:
-    """Story-shard outputs for the per-type digest steps (:func:`_from_shards`), as one message
-    for the five steps: pickled once, not per step on another process."""
-    convert = _from_shards(settings, bool(profiles.with_digests) if profiles is not None else False)
-
-    def route(batch: list[tuple[str, StoryOutput]]) -> list[tuple[str, Shared]]:
-        return [(k, Shared(v)) for k, v in by_key((DIGESTS_KEY, m) for _, m in convert(batch))]
-
-    return route
 
 
 def _slim(m: HealthReport) -> HealthReport:
@@ -865,7 +629,6 @@ def newsflow_steps(
     (:class:`ParseLogic`)."""
     tune_gc(settings.flow.gc_young_threshold)
     sources = tuple(sorted(key_name(p) for p in partitions))  # the merges name sources by name
-    pw = per_window(settings, profiles)
     parsed = op.stateful(STEP_PARSE, raw, isolated("parse", settings,
                                                     lambda r: ParseLogic(settings, r, recovery, inflight_dir,
                                                                                  archive=archive)))
@@ -880,7 +643,7 @@ def newsflow_steps(
     to_stories = op.flat_map_batch("to_stories", dedup_split.falses,
                                    lambda b: by_key(kv for x in b for kv in route(x)))
     stories_all = op.stateful(STEP_STORIES, to_stories,
-                              isolated("stories", settings, lambda r: StoriesLogic(settings, r, recovery, quiet_health=pw)))
+                              isolated("stories", settings, lambda r: StoriesLogic(settings, r, recovery)))
     stories_split = op.branch("split_stories", stories_all, lambda kv: isinstance(kv[1], Output))
     storied = stories_split.falses
     stories = op.filter_map("story_outputs", storied, _record_output(settings.kafka.topics.stories, StoryUpdate, "story_id"))
@@ -899,36 +662,12 @@ def newsflow_steps(
                                                    recovery=recovery)
             extra.append(rel_dls)
     articles = op.filter_map("article_outputs", scored, _record_output(settings.kafka.topics.articles, (ScoredArticle, MergedArticle), "key"))
-    digest_outs = _per_window_digests(scored, learned, settings, recovery, profiles) if pw else _per_type_digests(
-        scored, learned, settings, profiles, recovery)
+    digest_outs = _per_window_digests(scored, learned, settings, recovery, profiles)
     digest_out = op.merge("digest_outputs", *digest_outs)
     errors = op.map("step_errors", op.merge("merge_step_errors", dedup_split.trues, stories_split.trues),
                     lambda kv: kv[1])
     outs = op.merge("all_outputs", direct, articles, stories, digest_out, errors, *extra)  # type: ignore[arg-type]
     return op.flat_map("guard_outputs", outs, output_guard(settings))
-
-
-def _per_type_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream[Any] | None, settings: Settings,
-                      profiles: ProfilesConfig | None, recovery: bool) -> list[Stream[Output]]:
-    """One step (and key) per digest type: every type sees the same records, their windows are
-    assembled in parallel; each keeps only its own types' retention (flows with profiles)."""
-    to_digests = op.flat_map_batch("to_digests", scored, _to_digests(settings, profiles))
-    if learned is not None:
-        to_digests = op.merge("digests_in", to_digests, op.filter_map(
-            "profiles_to_digest_key", learned, lambda m: None if isinstance(m, ProfileVersion) else (DIGESTS_KEY, m)))
-    digest_outs: list[Stream[Output]] = []
-    dkeys = digest_keys(settings)
-    for dtype in sorted(dkeys):
-        keyed_in = op.map(f"to_digests_{dtype}", to_digests, _rekey(dkeys[dtype]))
-        step = op.stateful(f"{STEP_DIGESTS}_{dtype}", keyed_in,
-                           isolated("digests", settings, _digests_builder(settings, recovery, profiles, dtype)))
-        digest_outs.append(op.map(f"digest_outputs_{dtype}", step, lambda kv: kv[1]))
-    return digest_outs
-
-
-def per_window(settings: Settings, profiles: ProfilesConfig | None) -> bool:
-    """Whether the digests are assembled per window (``digests.per_window``)."""
-    return bool(settings.digests.per_window)
 
 
 def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream[Any] | None, settings: Settings,
@@ -944,12 +683,11 @@ def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream
         WindowDraft,
         WindowLogic,
         WindowOrder,
-        trend_key,
+        trend_keys,
     )
 
-    types = tuple(sorted(t.name for t in settings.digests.schedule().types))
-    tkeys = {t: trend_key(t, j) for j, t in enumerate(types)}
-    clock_key = placed_key("digest_clock", len(types))
+    tkeys = trend_keys(settings)
+    clock_key = placed_key("digest_clock", len(tkeys))
     wconfigs = (settings.digests.schedule(), settings.digests.to_config(), settings.scoring.to_config())
     with_digests = profiles.with_digests if profiles is not None else []
     live = profiles is not None and profiles.live_relevance
