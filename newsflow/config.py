@@ -115,7 +115,7 @@ class FlowSettings(Section):
     read_batch: int = Field(16, ge=1, le=100_000)
     #: Bytewax epoch: how often state is snapshotted (with recovery) and sinks flushed
     epoch_seconds: float = Field(5.0, gt=0, le=3600)
-    # bounds on bad input at the flow's edges (issue 10)
+    # bounds on bad input at the flow's edges
     #: the only directory a ``body_ref`` (``file://``) may be read from: the poller's
     #: ``<state-dir>/blobs`` (blob files expire on the poller side); "" refuses every body_ref
     blob_dir: str = ""
@@ -167,7 +167,7 @@ class NormalizeSettings(Section):
     partial_max_words: int = Field(_N.partial_max_words, ge=0)
     #: parse well-formed RSS/Atom with the C ElementTree fast path (identical output, ~10x faster)
     fast_parse: bool = _N.fast_parse
-    # bounds on bad input (issue 10): what is cut is flagged or dead-lettered, never dropped
+    # bounds on bad input: what is cut is flagged or dead-lettered, never dropped
     #: largest feed body (bytes, inline or from a blob); larger -> dead letter ``payload_too_large``
     max_payload_bytes: int = Field(_N.max_payload_bytes, ge=1024)
     #: items normalized per payload (newest first); the rest -> one ``too_many_items`` dead letter
@@ -263,7 +263,7 @@ class StorySettings(Section):
     max_bucket: int = Field(_S.max_bucket, ge=1)
     max_postings: int = Field(_S.max_postings, ge=1)
     max_candidates: int = Field(_S.max_candidates, ge=1)
-    #: body words fingerprinted by MinHash/SimHash (a bound on bad input, issue 10)
+    #: body words fingerprinted by MinHash/SimHash (a bound on bad input)
     max_body_words: int = Field(_S.max_body_words, ge=1)
     # story matching options (see StoryConfig in newsflow/dedup/stories.py)
     story_score: Literal["centroid", "average"] = _S.story_score  # type: ignore[assignment]

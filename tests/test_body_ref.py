@@ -1,4 +1,4 @@
-"""``body_ref`` is read only from the configured blob directory, regular files only (issue 10.5)."""
+"""``body_ref`` is read only from the configured blob directory, regular files only."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bounded work per payload by construction (issue 10, item 4): what is cut is flagged or
+"""Bounded work per payload by construction: what is cut is flagged or
 dead-lettered, never silently dropped."""
 
 from __future__ import annotations

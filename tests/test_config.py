@@ -303,7 +303,7 @@ def _tables(d: dict, prefix: str = "") -> list[tuple[str, dict]]:
     return out
 
 
-# ------------------------------------------------------------------ profiles (issue 13)
+# ------------------------------------------------------------------ profiles
 PROFILES_TOML = """
 [profiles.rates]
 read = 0.3

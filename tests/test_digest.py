@@ -696,7 +696,7 @@ def test_duplicate_copies_from_other_publishers_count_as_related_coverage():
     assert set(top[0]["related_sources"]) >= {PUBS[1][0], PUBS[2][0]}
 
 
-# ---- issue 9: digests a reader can trust -------------------------------------------------
+# ---- digests a reader can trust -------------------------------------------------
 
 
 def _all_items(d: dict) -> list[dict]:
@@ -796,7 +796,7 @@ def test_labels_are_entity_and_headline_words_or_a_short_headline():
 
 
 def test_label_names_the_entity_the_lead_headline_leaves_out():
-    """Issue 9 item 5: labels read as headlines, never as strung-together terms ("meat mental
+    """Labels read as headlines, never as strung-together terms ("meat mental
     Hotline"); a lead headline that does not name the story's entity gets it in front."""
     titles = ["White House to wind down virus task force", "White House says virus task force will wind down",
               "US looks at winding down virus task force", "US looks at winding down virus task force soon",

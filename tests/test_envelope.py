@@ -1,4 +1,4 @@
-"""Every ``feeds.raw`` field is type- and range-checked at the edge (issue 10, item 1)."""
+"""Every ``feeds.raw`` field is type- and range-checked at the edge."""
 
 from __future__ import annotations
 

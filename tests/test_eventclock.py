@@ -1,4 +1,4 @@
-"""One bad message can't move event time; a real gap confirmed by two feeds can (issue 10.1)."""
+"""One bad message can't move event time; a real gap confirmed by two feeds can."""
 
 from __future__ import annotations
 

@@ -199,7 +199,7 @@ def test_route_to_stories_broadcasts_ticks_and_keys_articles_by_category() -> No
 
 
 def test_feed_reliability_reaches_articles_in_every_story_shard() -> None:
-    """Issue 9 bug 1: health records went to story shard st00 only, so a feed's reliability
+    """Health records went to story shard st00 only, so a feed's reliability
     scored articles of that shard alone. Now every shard gets it; one reports it onward."""
     settings = Settings(dedup=DedupSettings(shards=1), stories=StorySettings(shards=4))
     (t, a), *_ = demo_articles(1)
@@ -333,7 +333,7 @@ def test_old_positional_snapshots_are_refused_with_a_clear_message() -> None:
 
 
 def test_a_story_carried_by_one_organisations_feeds_has_one_publisher() -> None:
-    """Issue 9 item 2: distinct publishers are publisher families, not feeds. A CNN YouTube
+    """Distinct publishers are publisher families, not feeds. A CNN YouTube
     video and the CNN International article on one story were two publishers (corroboration
     50 at story time and at digest time); with the BBC's article the story has two."""
     from newsflow.model.records import RawPayload

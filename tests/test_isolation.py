@@ -1,4 +1,4 @@
-"""Per-item isolation (issue 10.2) and the output guard (10.4, 10.6)."""
+"""Per-item isolation and the output guard."""
 
 from __future__ import annotations
 

@@ -231,7 +231,7 @@ def test_publisher_from_registry_then_feed_title() -> None:
     assert one(rss("<item><title>t</title><link>https://ex.com/1</link></item>")).publisher == "Feed & Co"
 
 
-# ---- issue 9 bugs ----------------------------------------------------------------------
+# ---- real-feed bugs ----------------------------------------------------------------------
 
 
 def test_bare_ampersand_repaired_even_when_feedparser_recovers_items() -> None:
@@ -268,7 +268,7 @@ def test_email_only_author_is_kept_not_replaced_by_managing_editor() -> None:
     assert a.author == "jane@ex.com"
 
 
-# ---- default tiers of well-known sources (issue 9: authority on tierless real feeds) ----
+# ---- default tiers of well-known sources ----
 
 
 def test_source_tier_table_gives_well_known_sources_a_tier() -> None:

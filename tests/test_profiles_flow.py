@@ -1,4 +1,4 @@
-"""Interest profiles in the flow (issue 13): a simulated reader who reads science and skips
+"""Interest profiles in the flow: a simulated reader who reads science and skips
 sports for a week; the profile's own digests re-rank, the default digests do not move, and a
 replay is byte-identical (also with 2 workers)."""
 
@@ -230,7 +230,7 @@ def test_demo_takes_the_profiles_from_the_configuration(week: dict, tmp_path: Pa
     assert [d["sections"] for d in twin] == [d["sections"] for d in _digests(week["learn"]["digests"], "twin")]
 
 
-# ------------------------------------------------------------------ live relevance (issue 13.3)
+# ------------------------------------------------------------------ live relevance
 LIVE_SECTION = ProfilesSettings.model_validate({"profile": {"default": {"topics": SUBSCRIPTIONS["topics"]},
                                                             "reader": SUBSCRIPTIONS}})
 LIVE = LIVE_SECTION.to_config()

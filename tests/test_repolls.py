@@ -1,4 +1,4 @@
-"""Re-polls cost nearly nothing (issue 11 item 5) and change no output byte.
+"""Re-polls cost nearly nothing and change no output byte.
 
 ``RepollMemory`` keeps each feed's last payload: the same bytes again are not parsed, an item
 seen in the feed's previous payload is not normalized again; both are re-stamped with the new

@@ -1,4 +1,4 @@
-"""Story matching on a reader's own feeds (issue 9 item 1): one event per story, never a theme.
+"""Story matching on a reader's own feeds: one event per story, never a theme.
 
 Cases taken from the labelled real day (shared/data/real-feeds, 6 May 2020), rewritten by hand.
 The previous default (centroid cosine >= 0.06, no guards) put each group of 'different'
@@ -31,7 +31,7 @@ from newsflow.dedup.stories import (
 )
 
 T0 = 1_588_723_200_000
-#: the default before issue 9 (for the record: these tests fail with it)
+#: the earlier default (for the record: these tests fail with it)
 OLD = HEADLINES_2014
 
 #: a day of unrelated items, so that IDF is learned from more than the handful under test
@@ -160,7 +160,7 @@ def test_redundancy_memory_keeps_uci_stories_whole_after_a_gap() -> None:
 @pytest.mark.corpus
 @pytest.mark.slow
 def test_labelled_real_day_targets(tmp_path: Path, shared_dir: Path) -> None:
-    """Issue 9 item 1 targets on the hand-labelled real day, through the whole file flow:
+    """The targets on the hand-labelled real day, through the whole file flow:
     B-cubed F1 >= 0.93 and pairwise F1 >= 0.50 (the scorer of shared/tools)."""
     real = shared_dir / "data" / "real-feeds"
     run_file_flow(str(real / "headlines-24feeds_2020-05-03_06.feeds.raw.jsonl.gz"), str(tmp_path))

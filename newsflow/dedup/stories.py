@@ -261,7 +261,7 @@ TUNED = StoryConfig(
     story_match=True,
     reopen_closed_stories=True,
     max_candidates=16,
-    # Issue 9 (bench/README-stories.md, "Real feeds"): a reader's own feeds are mostly
+    # (bench/README-stories.md, "Real feeds"): a reader's own feeds are mostly
     # singletons, an aggregator (UCI) is every event covered dozens of times. The story
     # threshold follows the stream's redundancy (cross-publisher title near-duplicates):
     # 0.22 on a sparse stream, 0.06 (the UCI optimum) on a redundant one.
@@ -305,7 +305,7 @@ TUNED = StoryConfig(
     story_name_boost=0.5,
 )
 
-#: The default before issue 9: story centroid >= 0.06 everywhere, tuned on UCI headlines only.
+#: The earlier default: story centroid >= 0.06 everywhere, tuned on UCI headlines only.
 HEADLINES_2014 = replace(
     TUNED, name="headlines-2014", story_threshold=0.06, story_threshold_dense=0.0,
     body_term_words=0, story_idle_ms=12 * HOUR_MS, story_idle_ms_dense=0, redundancy_memory=False,

@@ -369,7 +369,7 @@ def to_html(d: Mapping[str, Any]) -> str:
 
 def _shown_once(it: Mapping[str, Any]) -> str | None:
     """The heading of an item whose label only repeats its lead's headline (labels are
-    headlines: issue 9 item 5), shown once, as the link: the label when it is the whole headline
+    headlines), shown once, as the link: the label when it is the whole headline
     (after "[Entity]: "), the whole headline when the label is its first words (a first clause,
     or a cut ending in "…"); None when the label says something else (both are shown).
 

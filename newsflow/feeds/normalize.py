@@ -56,7 +56,7 @@ class NormalizeConfig:
     #: parse well-formed RSS 2.0/1.0/Atom with the C ElementTree fast path (identical output,
     #: ~10x faster); anything unusual still goes through feedparser
     fast_parse: bool = True
-    # bounds on bad input (issue 10): what is cut is flagged or dead-lettered, never dropped
+    # bounds on bad input: what is cut is flagged or dead-lettered, never dropped
     #: largest feed body (bytes, inline or from a blob); larger -> dead letter ``payload_too_large``
     max_payload_bytes: int = 16 * 1024 * 1024
     #: items normalized per payload (feeds list newest first); the rest -> one dead letter
@@ -403,7 +403,7 @@ def publisher_of(payload: RawPayload, feed: Any) -> str:
     return title or registrable_domain(payload.final_url or payload.url) or payload.feed_id
 
 
-# ---------------------------------------------------------------- re-poll memory (issue 11 item 5)
+# ---------------------------------------------------------------- re-poll memory
 @dataclass(slots=True)
 class FeedMemory:
     """What one feed served last time: its payload's fingerprint and normalized result, and

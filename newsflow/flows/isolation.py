@@ -1,4 +1,4 @@
-"""Per-item isolation of the flow's stateful steps (issue 10, item 2).
+"""Per-item isolation of the flow's stateful steps.
 
 :class:`Isolated` wraps any step's :class:`StatefulLogic`: an unexpected exception while one
 item is processed becomes a ``deadletter`` :class:`Output` (the step as ``stage``, reason

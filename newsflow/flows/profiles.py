@@ -1,4 +1,4 @@
-"""Wiring of interest profiles (issue 13): the ``interactions`` input, the profile step keyed by
+"""Wiring of interest profiles: the ``interactions`` input, the profile step keyed by
 profile id, and what the digests step needs from it. The logic is in ``newsflow.profiles``.
 
 ::
@@ -314,7 +314,7 @@ RelevanceInput = (ScoredArticle | MergedArticle | HealthReport | ShardWatermark 
 
 class RelevanceLogic(StatefulLogic[RelevanceInput, StoryOutput | Output, Snapshot]):
     """One story shard's output, in order, with the live ``default`` profile's relevance in every
-    scored article record (issue 13.3).
+    scored article record.
 
     The default profile broadcasts its state after each batch of interactions
     (:class:`ProfileVersion`) and its clock (:class:`ProfileClock`: every interaction before it

@@ -213,7 +213,7 @@ StoryOutput = ScoredArticle | MergedArticle | HealthReport | ShardWatermark | St
 ParseOutput = Output | ToShard
 
 
-# ---------------------------------------------------------------- interest profiles (issue 13)
+# ---------------------------------------------------------------- interest profiles
 @fast_pickle
 @dataclass(frozen=True, slots=True)
 class Interaction:

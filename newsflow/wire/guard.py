@@ -1,4 +1,4 @@
-"""The last check before a sink (issue 10, items 4 and 6): every record fits in a Kafka
+"""The last check before a sink: every record fits in a Kafka
 message and (when enabled) validates against its topic schema; otherwise it is cut (articles:
 long text fields, flagged ``truncated``) or refused with a reason for a dead letter. Pure."""
 
