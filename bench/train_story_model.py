@@ -32,6 +32,7 @@ SHARED = ROOT.parent / "shared"
 REAL = SHARED / "data/real-feeds"
 sys.path.insert(0, str(SHARED / "tools"))
 
+from learned_stories.story_gate import GatedStoryAssigner
 from learned_stories.story_learned import LearnedStoryAssigner
 from learned_stories.story_model import FEATURES, StoryModel
 from score_real_day import scores
@@ -179,9 +180,6 @@ def fit(days: Sequence[Day], config: StoryConfig = TUNED, c: float = 1.0, rounds
 
 
 def _fit_round(days: Sequence[Day], config: StoryConfig, c: float, first: StoryModel | None) -> StoryModel:
-    import numpy as np
-    from sklearn.linear_model import LogisticRegression
-
     xs: list[list[float]] = []
     ys: list[int] = []
     ws: list[float] = []
@@ -190,6 +188,16 @@ def _fit_round(days: Sequence[Day], config: StoryConfig, c: float, first: StoryM
         xs += x
         ys += y
         ws += [d.weight] * len(y)
+    return logistic(xs, ys, ws, c, tuple(d.name for d in days))
+
+
+def logistic(xs: list[list[float]], ys: list[int], ws: list[float], c: float,
+             trained_on: tuple[str, ...]) -> StoryModel:
+    """A scikit-learn logistic regression on the standardized features, folded back to
+    raw-feature coefficients (threshold 0.5)."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
     x_arr = np.asarray(xs, dtype=float)
     mean = x_arr.mean(axis=0)
     scale = x_arr.std(axis=0)
@@ -198,7 +206,7 @@ def _fit_round(days: Sequence[Day], config: StoryConfig, c: float, first: StoryM
     lr.fit((x_arr - mean) / scale, np.asarray(ys), sample_weight=np.asarray(ws))
     w = lr.coef_[0] / scale
     b = float(lr.intercept_[0] - (w * mean).sum())
-    return StoryModel(tuple(float(v) for v in w), b, 0.5, trained_on=tuple(d.name for d in days))
+    return StoryModel(tuple(float(v) for v in w), b, 0.5, trained_on=trained_on)
 
 
 def assign(day: Day, model: StoryModel, config: StoryConfig = TUNED) -> dict[str, str]:
@@ -242,6 +250,95 @@ def train(days: Sequence[Day], config: StoryConfig = TUNED, log: bool = False,
                     print(f"  inner {d.name} C {c} threshold {t}: {json.dumps(s)}", file=sys.stderr)
     best_c, best_t = max(totals, key=lambda ct: (totals[ct], -abs(ct[1] - 0.5), ct[0]))
     return replace(fit([*days, *extra], config, best_c), threshold=best_t)
+
+
+#: gate thresholds tried (0: the cascade, nothing vetoed)
+GATE_THRESHOLDS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
+
+
+def gate_pairs(day: Day, config: StoryConfig = TUNED) -> tuple[list[list[float]], list[int]]:
+    """The cascade's own proposals on one day as (features, label) pairs: the cascade runs in
+    the flow's order; each join (or merge) it proposes between a labelled article and a story
+    with labelled members gives the pair features and label = the article's gold story is the
+    story's most frequent one; the proposal is then followed when right and vetoed when wrong
+    (teacher forcing: the stories met are those a perfect gate would leave). A proposal without
+    a label is followed."""
+    from collections import Counter
+
+    sa = GatedStoryAssigner(config, model=_NEUTRAL)
+    gold_of_story: dict[str, Counter[str]] = {}
+    xs: list[list[float]] = []
+    ys: list[int] = []
+
+    def judge(f: StoryFeatures, st: StoryState, x: list[float]) -> bool:
+        g = day.label.get(f.ref)
+        c = gold_of_story.get(st.story_id)
+        if g is None or not c:
+            return True
+        y = int(c.most_common(1)[0][0] == g)
+        xs.append(x)
+        ys.append(y)
+        return bool(y)
+
+    sa.judge = judge
+    for r, f in zip(day.records, day.features, strict=True):
+        a = sa.assign(f, duplicate_of=duplicate_of(r))
+        for gone, into in sa.take_merges():
+            gold_of_story.setdefault(into, Counter()).update(gold_of_story.pop(gone, Counter()))
+        g = day.label.get(f.ref)
+        if g is not None:
+            gold_of_story.setdefault(a.story_id, Counter())[g] += 1
+    return xs, ys
+
+
+#: a model that accepts everything (the cascade), to collect the proposals with
+_NEUTRAL = StoryModel(tuple(0.0 for _ in FEATURES), 0.0, 0.0)
+
+
+def fit_gate(days: Sequence[Day], config: StoryConfig = TUNED, c: float = 1.0) -> StoryModel:
+    """The gate's pair model of the cascade's proposals on ``days`` (threshold 0.5)."""
+    xs: list[list[float]] = []
+    ys: list[int] = []
+    ws: list[float] = []
+    for d in days:
+        x, y = gate_pairs(d, config)
+        xs += x
+        ys += y
+        ws += [d.weight] * len(y)
+    return logistic(xs, ys, ws, c, tuple(d.name for d in days))
+
+
+def assign_gate(day: Day, model: StoryModel, config: StoryConfig = TUNED) -> dict[str, str]:
+    """Story id per labelled link after replaying the day's story step with the gated cascade
+    (the model's threshold is the gate's)."""
+    sa = GatedStoryAssigner(config, model=model)
+    story: dict[str, str] = {}
+    for r, f in zip(day.records, day.features, strict=True):
+        a = sa.assign(f, duplicate_of=duplicate_of(r))
+        for k in (r.get("url"), r.get("canonical_url"), r.get("guid")):
+            if k and k not in story:
+                story[k] = a.story_id
+    return story
+
+
+def train_gate(days: Sequence[Day], config: StoryConfig = TUNED, log: bool = False) -> StoryModel:
+    """The gate fitted on ``days``, its threshold by leave-one-day-out inside ``days`` (fit on
+    the others, replay the day with each threshold of :data:`GATE_THRESHOLDS`, best mean of
+    B-cubed F1 and pairwise F1; ties: the lower threshold, the smaller veto)."""
+    from dataclasses import replace
+
+    if len(days) < 2:
+        return fit_gate(days, config)
+    totals = dict.fromkeys(GATE_THRESHOLDS, 0.0)
+    for d in days:
+        inner = fit_gate([o for o in days if o is not d], config)
+        for t in GATE_THRESHOLDS:
+            s = score(d, assign_gate(d, replace(inner, threshold=t), config))
+            totals[t] += objective(s)
+            if log:
+                print(f"  inner gate {d.name} threshold {t}: {json.dumps(s)}", file=sys.stderr)
+    best_t = max(totals, key=lambda t: (totals[t], -t))
+    return replace(fit_gate(days, config), threshold=best_t)
 
 
 def main() -> None:
