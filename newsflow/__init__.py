@@ -2,7 +2,7 @@
 
 Pure, typed domain steps live in the step packages (``polling``, ``feeds``, ``dedup``, ``scoring``,
 ``clustering``, ``digest``); ``newsflow.flows`` only wires them into Bytewax dataflows,
-``newsflow.connectors`` only does I/O. The README's layout section maps every seed rule.
+``newsflow.connectors`` only does I/O. ``docs/architecture.md`` maps every package to the flow's steps.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 No I/O and no wall clock: every function takes ``now_ms`` and returns new immutable values.
 :func:`decide_poll` composes the rules: ``(FeedState, FetchOutcome, now) -> PollVerdict``.
-The README's layout section maps each seed rule to its function.
 """
 
 from __future__ import annotations
