@@ -12,6 +12,7 @@ from newsflow.model.vocab import (
     FAILED_POLL_STATUSES,
     SUCCESS_STATUSES,
     UNHEALTHY_STATUSES,
+    Disposition,
     HealthStatus,
 )
 from newsflow.wire.codec import health_record
@@ -21,6 +22,12 @@ from newsflow.wire.contracts import SCHEMA_DIR
 def test_health_status_is_the_schema_enum() -> None:
     schema = json.loads((SCHEMA_DIR / "feed-health.v1.json").read_text())
     assert {s.value for s in HealthStatus} == set(schema["properties"]["status"]["enum"])
+
+
+def test_disposition_is_the_schema_enum() -> None:
+    schema = json.loads((SCHEMA_DIR / "articles.v1.json").read_text())
+    assert [d.value for d in Disposition] == schema["properties"]["disposition"]["enum"]
+    assert orjson.dumps({"disposition": Disposition.SAME_EVENT}) == b'{"disposition":"same_event"}'
 
 
 def test_status_sets_partition_the_emitted_statuses() -> None:

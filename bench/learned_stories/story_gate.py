@@ -23,9 +23,7 @@ from collections.abc import Callable, Mapping
 from learned_stories.story_learned import LearnedStoryAssigner
 from learned_stories.story_model import StoryModel, char_ngrams, jaccard, pair_features
 from newsflow.dedup.stories import (
-    SAME_EVENT,
     TUNED,
-    UNIQUE,
     Decision,
     StoryAssigner,
     StoryAssignment,
@@ -34,6 +32,7 @@ from newsflow.dedup.stories import (
     StoryState,
     story_id_for,
 )
+from newsflow.model.vocab import Disposition
 
 __all__ = ["GatedStoryAssigner"]
 
@@ -95,8 +94,8 @@ class GatedStoryAssigner(LearnedStoryAssigner):
                     msid = self.merged.get(msid, msid)
                 near = msid == sid
             if not self._accept(st, near):
-                d = decision if decision.layer != "story" and decision.disposition != SAME_EVENT \
-                    else Decision(UNIQUE, None, None, 0.0)
+                d = decision if decision.layer != "story" and decision.disposition != Disposition.SAME_EVENT \
+                    else Decision(Disposition.UNIQUE, None, None, 0.0)
                 return super()._place(features, vec, story_id_for(features.ref), d, new=True)
         return super()._place(features, vec, sid, decision, new, member)
 

@@ -21,9 +21,6 @@ from typing import Any
 
 from learned_stories.story_model import StoryModel, char_ngrams, jaccard, load_model, pair_features
 from newsflow.dedup.stories import (
-    EXACT_DUPLICATE,
-    REVISION,
-    SAME_EVENT,
     TUNED,
     Decision,
     StoryAssigner,
@@ -34,6 +31,7 @@ from newsflow.dedup.stories import (
     decide,
     story_id_for,
 )
+from newsflow.model.vocab import Disposition
 
 __all__ = ["RECENT_MEMBERS", "LearnedStoryAssigner"]
 
@@ -74,7 +72,7 @@ class LearnedStoryAssigner(StoryAssigner):
             sid = self.story_of[prior]
             if self.merged:  # its story was merged away since: the story it joined
                 sid = self.merged.get(sid, sid)
-            decision = Decision(REVISION if prior == ref else EXACT_DUPLICATE,
+            decision = Decision(Disposition.REVISION if prior == ref else Disposition.EXACT_DUPLICATE,
                                 "guid" if prior == ref else "url", prior, 1.0)
             return self._place(features, {}, sid, decision, new=False, member=False)
         cfg = self.config
@@ -105,7 +103,7 @@ class LearnedStoryAssigner(StoryAssigner):
                     second.append((p, st))
             if story is not None:
                 if decision.matched_ref is None or near_sid != story.story_id:
-                    decision = Decision(SAME_EVENT, "story", story.first_ref, best_p)
+                    decision = Decision(Disposition.SAME_EVENT, "story", story.first_ref, best_p)
                 for p, other in sorted(second, key=lambda po: po[1].story_id):
                     if p >= model.merge_threshold and other.story_id in self.stories:
                         self._merge(story, other)

@@ -406,6 +406,7 @@ def cmd_normalize(args: argparse.Namespace) -> int:
     from newsflow.dedup.stories import story_id_for
     from newsflow.feeds.normalize import normalize_payload
     from newsflow.model.records import DedupInfo, RawPayload, Sighting
+    from newsflow.model.vocab import Disposition
     from newsflow.wire.codec import article_record, deadletter_to_dict
 
     out = sys.stdout.buffer
@@ -423,7 +424,7 @@ def cmd_normalize(args: argparse.Namespace) -> int:
                        fetched_at_ms=fetched, status=200, body=body)
         res = normalize_payload(p)
         for a in res.articles:
-            info = DedupInfo("unique", None, None, seen_in=(Sighting(a.feed_id, a.publisher, a.url or a.guid,
+            info = DedupInfo(Disposition.UNIQUE, None, None, seen_in=(Sighting(a.feed_id, a.publisher, a.url or a.guid,
                                                                      a.fetched_at, a.article_id),))
             # one file alone: no dedup/story/topic state, so each article is its own story
             rec = article_record(a, info, f"file:{i:04d}:{a.item_index:05d}", {

@@ -36,6 +36,7 @@ from newsflow.core.hashing import shard_of, stable_id
 from newsflow.core.pickling import fast_pickle, from_columns, set_slots, to_columns
 from newsflow.feeds.urls import canonicalize_url, registrable_domain
 from newsflow.model.records import Article, DedupInfo, Sighting
+from newsflow.model.vocab import Disposition
 
 #: how many earlier content hashes of a GUID are remembered (old versions re-served by a
 #: lagging feed or mirror are duplicates, not new revisions: no flip-flopping)
@@ -216,14 +217,14 @@ class DedupShard:
                     self.counters["repoll_unchanged"] += 1
                     if not self.emit_repolls:
                         return None
-                    return DedupInfo("exact_duplicate", "guid", c.root_id, seen_in=tuple(c.sightings),
+                    return DedupInfo(Disposition.EXACT_DUPLICATE, "guid", c.root_id, seen_in=tuple(c.sightings),
                                      revision_no=g.revision_no)
                 g.feeds.add(a.feed_id)
                 if a.publisher != g.publisher:
                     g.copies.setdefault(a.publisher, (a.content_hash, 0))
                 c.sightings.append(self._sighting(a))
                 self.counters["exact_duplicate_guid"] += 1
-                return DedupInfo("exact_duplicate", "guid", c.root_id, seen_in=tuple(c.sightings))
+                return DedupInfo(Disposition.EXACT_DUPLICATE, "guid", c.root_id, seen_in=tuple(c.sightings))
             fps = article_fps(a)
             changed = changed_fields(g, fps)
             if a.publisher != g.publisher:
@@ -240,7 +241,7 @@ class DedupShard:
                 if prev is None:
                     c.sightings.append(self._sighting(a))
                 self.counters["exact_duplicate_guid_edited"] += 1
-                return DedupInfo("exact_duplicate", "guid", c.root_id, changed=changed,
+                return DedupInfo(Disposition.EXACT_DUPLICATE, "guid", c.root_id, changed=changed,
                                  seen_in=tuple(c.sightings), revision_no=n)
             # same GUID, new content from its publisher: a revision; the stored version is this
             g.revision_no += 1
@@ -256,9 +257,9 @@ class DedupShard:
             c.revisions += 1
             if not any(s.feed_id == a.feed_id and s.article_id == a.article_id for s in c.sightings):
                 c.sightings.append(self._sighting(a))
-            self.counters["revision"] += 1
+            self.counters[Disposition.REVISION] += 1
             dup_of = c.root_id if c.root_id != a.article_id else None
-            return DedupInfo("revision", "guid", dup_of, changed=changed, seen_in=tuple(c.sightings),
+            return DedupInfo(Disposition.REVISION, "guid", dup_of, changed=changed, seen_in=tuple(c.sightings),
                              revision_no=g.revision_no)
         uk = state_key(a.canonical_url) if a.canonical_url else None
         c2 = self.by_url.get(uk) if uk is not None else None
@@ -271,7 +272,7 @@ class DedupShard:
                 c2.word_count = a.word_count
                 self.counters["url_duplicate_preferred"] += 1
             self.counters["exact_duplicate_url"] += 1
-            return DedupInfo("exact_duplicate", "url", c2.root_id, preferred=preferred,
+            return DedupInfo(Disposition.EXACT_DUPLICATE, "url", c2.root_id, preferred=preferred,
                              seen_in=tuple(c2.sightings))
         c = Cluster(
             root_id=a.article_id, published_ms=a.published_ms, first_ms=now, last_ms=now,
@@ -280,8 +281,8 @@ class DedupShard:
         self.by_guid[gk] = self._entry(a, c)
         if uk is not None:
             self.by_url[uk] = c
-        self.counters["unique"] += 1
-        return DedupInfo("unique", None, None, seen_in=tuple(c.sightings))
+        self.counters[Disposition.UNIQUE] += 1
+        return DedupInfo(Disposition.UNIQUE, None, None, seen_in=tuple(c.sightings))
 
     def advance(self, watermark: int) -> None:
         """Event time moved on: expire state not seen for ``window_ms``.

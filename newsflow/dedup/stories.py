@@ -53,6 +53,7 @@ from newsflow.dedup.similarity import (
     title_overlap_coefficient,
 )
 from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
+from newsflow.model.vocab import Disposition
 from newsflow.text.demonyms import DEMONYMS
 from newsflow.text.entities import (
     capitalized_phrases,
@@ -95,12 +96,7 @@ __all__ = [
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 
-# Dispositions (000 Step 3) and layers (model.DedupInfo.layer; "story" = centroid match).
-UNIQUE = "unique"
-NEAR_DUPLICATE = "near_duplicate"
-SAME_EVENT = "same_event"
-REVISION = "revision"
-EXACT_DUPLICATE = "exact_duplicate"
+# Dispositions: newsflow.model.vocab.Disposition; layers: model.DedupInfo.layer ("story" = centroid match).
 
 
 # --- configuration ------------------------------------------------------------------------
@@ -764,7 +760,7 @@ class BandIndex:
 
 
 class Decision(NamedTuple):
-    disposition: str  # unique | near_duplicate | same_event | revision
+    disposition: Disposition
     layer: str | None  # title | content | entity | story | None
     matched_ref: str | None
     score: float = 0.0
@@ -850,8 +846,8 @@ def decide(features: StoryFeatures, candidates: Sequence[StoryFeatures],
         if features.body_sig and c.body_sig and features.publisher == c.publisher:
             same, _ = content_match(features, c, config)
             if not same:
-                return Decision(REVISION, "title", c.ref, best[0])
-        return Decision(NEAR_DUPLICATE, "title", c.ref, best[0])
+                return Decision(Disposition.REVISION, "title", c.ref, best[0])
+        return Decision(Disposition.NEAR_DUPLICATE, "title", c.ref, best[0])
 
     if features.body_sig:
         best = None
@@ -862,7 +858,7 @@ def decide(features: StoryFeatures, candidates: Sequence[StoryFeatures],
             if ok and (best is None or (-s, c.time_ms, c.ref) < (-best[0], best[1], best[2])):
                 best = (s, c.time_ms, c.ref, c)
         if best is not None:
-            return Decision(NEAR_DUPLICATE, "content", best[2], best[0])
+            return Decision(Disposition.NEAR_DUPLICATE, "content", best[2], best[0])
 
     if config.use_entity_layer and len(features.entities) >= config.entity_min_keys:
         best = None
@@ -877,8 +873,8 @@ def decide(features: StoryFeatures, candidates: Sequence[StoryFeatures],
             ):
                 best = (s, c.time_ms, c.ref, c)
         if best is not None:
-            return Decision(SAME_EVENT, "entity", best[2], best[0])
-    return Decision(UNIQUE, None, None, 0.0)
+            return Decision(Disposition.SAME_EVENT, "entity", best[2], best[0])
+    return Decision(Disposition.UNIQUE, None, None, 0.0)
 
 
 # --- stories ------------------------------------------------------------------------------
@@ -1255,7 +1251,7 @@ class StoryAssignment(NamedTuple):
 
     ref: str
     story_id: str
-    disposition: str
+    disposition: Disposition
     layer: str | None
     matched_ref: str | None  # article matched (layers 3-5) or the story's first article (story)
     score: float
@@ -1629,7 +1625,7 @@ class StoryAssigner:
             sid = self.story_of[prior]
             if self.merged:  # its story was merged away since: the story it joined
                 sid = self.merged.get(sid, sid)
-            decision = Decision(REVISION if prior == ref else EXACT_DUPLICATE,
+            decision = Decision(Disposition.REVISION if prior == ref else Disposition.EXACT_DUPLICATE,
                                 "guid" if prior == ref else "url", prior, 1.0)
             return self._place(features, {}, sid, decision, new=False, member=False)
         vec = self._vector(features) if cfg.story_match else {}
@@ -1637,7 +1633,7 @@ class StoryAssigner:
         cands = self.candidates(features)
         decision = decide(features, cands, cfg)
         if cfg.story_threshold_dense:
-            near = decision.layer == "title" and decision.disposition == NEAR_DUPLICATE and \
+            near = decision.layer == "title" and decision.disposition == Disposition.NEAR_DUPLICATE and \
                 decision.matched_ref is not None and \
                 self.articles[decision.matched_ref].publisher != features.publisher
             self.redundancy.add(features.time_ms, near)
@@ -1661,7 +1657,7 @@ class StoryAssigner:
                 story = None
             if story is not None and story.other_days(features.publisher, features.dates):
                 # another episode of a dated series, not a copy of it
-                story, decision = None, Decision(UNIQUE, None, None, 0.0)
+                story, decision = None, Decision(Disposition.UNIQUE, None, None, 0.0)
         if story is None and cfg.story_match and vec:
             postings = self._postings_lookup(vec, now)
             generic = (self.terms.generic(vec, cfg.story_generic_df)
@@ -1681,7 +1677,7 @@ class StoryAssigner:
             if st is not None:
                 story = st
                 if decision.matched_ref is None:
-                    decision = Decision(SAME_EVENT, "story", st.first_ref, score)
+                    decision = Decision(Disposition.SAME_EVENT, "story", st.first_ref, score)
         if story is None:
             return self._place(features, vec, story_id_for(ref), decision, new=True)
         return self._place(features, vec, story.story_id, decision, new=False)

@@ -58,6 +58,7 @@ from newsflow.digest.schedule import (
 )
 from newsflow.feeds.urls import clean_link
 from newsflow.model.records import DIGEST_SCHEMA_VERSION
+from newsflow.model.vocab import Disposition
 from newsflow.scoring.importance import (
     COMPONENTS,
     DEFAULT_SCORE_CONFIG,
@@ -72,7 +73,7 @@ from newsflow.scoring.importance import (
 from newsflow.text.titles import short_headline
 from newsflow.text.tokenize import _analyze_word, words
 
-DUPLICATE_DISPOSITIONS = frozenset({"exact_duplicate", "near_duplicate"})
+DUPLICATE_DISPOSITIONS = frozenset({Disposition.EXACT_DUPLICATE, Disposition.NEAR_DUPLICATE})
 
 
 # --------------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def _preferred_copies(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping
     the most words when several were)."""
     best: dict[str, Mapping[str, Any]] = {}
     for r in records:
-        if r.get("disposition") == "exact_duplicate":
+        if r.get("disposition") == Disposition.EXACT_DUPLICATE:
             _prefer(best, r)
     return best
 
@@ -310,7 +311,7 @@ def _window_pass(
             if cur is not r and _record_key(r) > _record_key(cur):
                 latest[aid] = r
             continue
-        if disp == "exact_duplicate":
+        if disp == Disposition.EXACT_DUPLICATE:
             _prefer(preferred, r)  # whatever its time
         if disp not in DUPLICATE_DISPOSITIONS:
             continue

@@ -129,7 +129,7 @@ def digest_entries(
         d: dict[str, Any] = {k: r.get(k) for k in DIGEST_FIELDS}
         for k in _INTERNED:
             v = d[k]
-            if isinstance(v, str):
+            if type(v) is str:  # (a vocabulary member, such as a Disposition, is one object already)
                 d[k] = sys.intern(v)
         d["story_tiers"] = [sys.intern(t) for t in d["story_tiers"]] if d["story_tiers"] else d["story_tiers"]
         if isinstance(d["story_publishers"], list):  # only the count is read (as of the story's coverage)

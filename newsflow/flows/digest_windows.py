@@ -60,6 +60,7 @@ from newsflow.model.messages import (
     ScoredArticle,
     StoryMerge,
 )
+from newsflow.model.vocab import Disposition
 from newsflow.profiles.rank import personalize, with_item_relevance, with_relevance
 from newsflow.profiles.vectors import interest_profile
 from newsflow.wire.codec import dumps
@@ -268,7 +269,7 @@ class FeederLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
             fetched = e["fetched_ms"]
             h = fetched // HOUR_MS
             slim = _Slim(e["article_id"], e.get("story_id"), e.get("feed_id"), entry_time(e, self.basis),
-                         e.get("disposition") == "exact_duplicate")
+                         e.get("disposition") == Disposition.EXACT_DUPLICATE)
             out: list[tuple[str, Any]] = []
             shared = None
             late: set[str] = set()

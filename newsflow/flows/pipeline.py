@@ -86,6 +86,7 @@ from newsflow.model.messages import (
     ToShard,
 )
 from newsflow.model.records import Article, DeadLetter, RawPayload
+from newsflow.model.vocab import Disposition
 from newsflow.profiles.config import ProfilesConfig
 from newsflow.scoring.importance import scored_as_of
 from newsflow.wire.codec import (
@@ -499,16 +500,16 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
         # the story clock runs on publication times (story activity is when things were
         # published; the assigner keeps the max seen): data-driven like every clock here
         a, info = x.article, x.info
-        exact = info.disposition in ("exact_duplicate", "revision")
+        exact = info.disposition in (Disposition.EXACT_DUPLICATE, Disposition.REVISION)
         asg = self.assigner.assign(f, now_ms=None, duplicate_of=info.duplicate_of if exact else None)
         disposition, layer, dup = info.disposition, info.layer, info.duplicate_of
         extra: JsonRecord = {}
         # (the story state knowing this very article that dedup forgot -- it forgets on
         # publication time, dedup on fetch time -- is a re-sighting, never a revision of itself)
-        if info.disposition == "unique" and asg.disposition in ("near_duplicate", "same_event", "revision") \
-                and asg.matched_ref != a.article_id:
+        if info.disposition == Disposition.UNIQUE and asg.matched_ref != a.article_id \
+                and asg.disposition in (Disposition.NEAR_DUPLICATE, Disposition.SAME_EVENT, Disposition.REVISION):
             disposition, layer, dup = asg.disposition, asg.layer, asg.matched_ref
-            if disposition == "revision" and layer == "title":  # what differs from the item it revises
+            if disposition == Disposition.REVISION and layer == "title":  # what differs from the item it revises
                 extra["changed"] = title_layer_changes(f, self.assigner.articles.get(dup or ""))
         tiers = self.tiers.setdefault(asg.story_id, set())
         if a.tier:

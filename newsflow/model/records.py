@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from newsflow.core.pickling import fast_pickle
+from newsflow.model.vocab import Disposition
 
 # Schema versions, one per topic. Bump on any incompatible change and add a new schema file.
 RAW_SCHEMA_VERSION = 1
@@ -121,7 +122,7 @@ class Article:
 class DedupInfo:
     """What the dedup stage decided about one article."""
 
-    disposition: str  # unique | exact_duplicate | revision | near_duplicate | same_event
+    disposition: Disposition
     layer: str | None  # guid | url | title | content | entity | story (None for unique)
     duplicate_of: str | None  # article_id of the stored original
     changed: tuple[str, ...] = ()  # for revisions: which fields changed

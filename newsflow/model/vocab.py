@@ -15,7 +15,18 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["FAILED_POLL_STATUSES", "SUCCESS_STATUSES", "UNHEALTHY_STATUSES", "HealthStatus"]
+__all__ = ["FAILED_POLL_STATUSES", "SUCCESS_STATUSES", "UNHEALTHY_STATUSES", "Disposition", "HealthStatus"]
+
+
+class Disposition(StrEnum):
+    """``disposition`` of an ``articles`` record: what dedup and the story step decided about
+    the article (``schemas/articles.v1.json``; a test checks that both list the same words)."""
+
+    UNIQUE = "unique"  # a new article
+    EXACT_DUPLICATE = "exact_duplicate"  # the same GUID or canonical URL, unchanged
+    REVISION = "revision"  # the same item, edited (``changed`` says what)
+    NEAR_DUPLICATE = "near_duplicate"  # another item with (nearly) the same title or content
+    SAME_EVENT = "same_event"  # another article about the story's event
 
 
 class HealthStatus(StrEnum):

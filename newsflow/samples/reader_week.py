@@ -11,6 +11,7 @@ from xml.sax.saxutils import escape
 
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.model.records import RawPayload
+from newsflow.model.vocab import Disposition
 from newsflow.wire.codec import interaction_record
 
 START_MS = iso_to_ms("2026-03-02T00:00:00Z")
@@ -99,7 +100,7 @@ def reader_interactions(articles: Iterable[Mapping[str, Any]], profile: str = "r
     its category is ``reads``, skips it when ``skips``; in event-time order."""
     out = []
     for a in articles:
-        if a.get("disposition") != "unique":
+        if a.get("disposition") != Disposition.UNIQUE:
             continue
         at = iso_to_ms(a["fetched_at"]) + 40 * 60_000
         if until_ms is not None and at >= until_ms:

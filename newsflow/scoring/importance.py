@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms
+from newsflow.model.vocab import Disposition
 from newsflow.scoring.severity import (
     SEVERITY_SCORES,
     SEVERITY_TIER_SCORES,
@@ -324,7 +325,7 @@ def depth_score(
 # Composite importance
 # --------------------------------------------------------------------------------------
 
-SCORED_DISPOSITIONS: frozenset[str] = frozenset({"unique", "revision", "same_event"})
+SCORED_DISPOSITIONS: frozenset[str] = frozenset({Disposition.UNIQUE, Disposition.REVISION, Disposition.SAME_EVENT})
 COMPONENTS: tuple[str, ...] = ("authority", "recency", "corroboration", "relevance", "depth")
 
 

@@ -24,6 +24,7 @@ from newsflow.model.records import (
     DedupInfo,
     RawPayload,
 )
+from newsflow.model.vocab import Disposition
 from newsflow.polling.rules import PollVerdict, reliability_score
 from newsflow.polling.safety import redact_message, redact_url
 from newsflow.polling.state import FeedState, FetchKind, FetchOutcome, PollPolicy
@@ -134,7 +135,7 @@ def article_record(a: Article, info: DedupInfo, seq: str, extra: dict[str, Any] 
     """The ``articles`` v1 record of an article and the dedup decision about it."""
     if info.revision_no:  # a revision, or a later version of a syndicated copy
         key = f"{a.article_id}#r{info.revision_no}"
-    elif info.disposition == "exact_duplicate" and info.duplicate_of == a.article_id:
+    elif info.disposition == Disposition.EXACT_DUPLICATE and info.duplicate_of == a.article_id:
         key = f"{a.article_id}#p{a.fetched_ms}"  # a re-poll (only when emit_repolls is on)
     else:
         key = a.article_id
