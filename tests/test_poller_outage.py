@@ -75,17 +75,23 @@ def _polls(srv: FixtureServer) -> int:
     return sum(len(srv.requests_for(p)) for p in CHANGING)
 
 
-@pytest.mark.parametrize(("outage_s", "message_timeout_ms"), [(60, ""), (45, "3000")],
-                         ids=["60s", "long-15x-delivery-timeout"])
-def test_poller_rides_out_a_broker_outage(outage_broker: list[KafkaBroker], tmp_path: Path, outage_s: int,
-                                          message_timeout_ms: str) -> None:
-    broker = outage_broker[0]
+def _topics_and_config(broker: KafkaBroker, tmp_path: Path) -> tuple[Topics, Path]:
+    """Topics of this test's own on the broker, and a config file naming them (polls every 2 s)."""
     suffix = uuid.uuid4().hex[:8]
     topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
     ensure_topics([broker.bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
     conf = tmp_path / "newsflow.toml"
     conf.write_text("[kafka.topics]\n" + "".join(f'{n} = "{getattr(topics, n)}"\n' for n in topics.roles())
                     + "[poller.policy]\nmin_interval_s = 2.0\n")
+    return topics, conf
+
+
+@pytest.mark.parametrize(("outage_s", "message_timeout_ms"), [(60, ""), (45, "3000")],
+                         ids=["60s", "long-15x-delivery-timeout"])
+def test_poller_rides_out_a_broker_outage(outage_broker: list[KafkaBroker], tmp_path: Path, outage_s: int,
+                                          message_timeout_ms: str) -> None:
+    broker = outage_broker[0]
+    topics, conf = _topics_and_config(broker, tmp_path)
     metrics_port = _free_port()
     with FixtureServer() as srv:
         reg = tmp_path / "feeds.toml"
@@ -172,12 +178,7 @@ def test_stop_during_an_outage_saves_no_undelivered_poll(outage_broker: list[Kaf
     """Ctrl-C while a poll's records wait for the broker: one line, exit 0, and the saved state
     is the last delivered poll's (the next start sends that poll's ETag, not the lost one's)."""
     broker = outage_broker[0]
-    suffix = uuid.uuid4().hex[:8]
-    topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
-    ensure_topics([broker.bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
-    conf = tmp_path / "newsflow.toml"
-    conf.write_text("[kafka.topics]\n" + "".join(f'{n} = "{getattr(topics, n)}"\n' for n in topics.roles())
-                    + "[poller.policy]\nmin_interval_s = 2.0\n")
+    topics, conf = _topics_and_config(broker, tmp_path)
     metrics_port = _free_port()
     with FixtureServer() as srv:
         reg = tmp_path / "feeds.toml"
