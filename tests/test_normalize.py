@@ -1,4 +1,4 @@
-"""Every normalization rule of 000 Step 2 / 002 §2, one test each (seed examples as cases)."""
+"""Every normalization rule of docs/rules.md#parsing-and-normalization, one test each."""
 
 from __future__ import annotations
 

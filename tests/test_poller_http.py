@@ -482,10 +482,11 @@ def test_trickling_body_is_cut_by_the_per_attempt_deadline(server: FixtureServer
     assert o.kind is FetchKind.TIMEOUT and time.monotonic() - t < 2.0
 
 
-def test_default_fetch_rules_follow_the_seeds() -> None:
+def test_default_fetch_rules() -> None:
     c = FetchConfig()
-    assert (c.timeout_s, c.io_timeout_s) == (30.0, 10.0)  # 000: 30 s per feed, 002: 10 s per op
-    assert c.retries == 2 and c.retry_backoff_s == (1.0, 2.0)  # 002
+    # docs/rules.md#requests, docs/rules.md#retries-and-backoff
+    assert (c.timeout_s, c.io_timeout_s) == (30.0, 10.0)  # 30 s per attempt, 10 s per operation
+    assert c.retries == 2 and c.retry_backoff_s == (1.0, 2.0)
     assert c.max_redirects == 5 and c.max_bytes == c.max_decoded_bytes == 10 * 1024 * 1024
     assert not c.allow_private and c.allowed_networks == ()
 

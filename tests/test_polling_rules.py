@@ -1,6 +1,7 @@
 """Pure unit tests of every polling rule (newsflow/polling.py) and of the feed registry.
 
-Each test names the seed rule it guards; breaking the rule breaks the test.
+Each section names the rule of docs/rules.md#polling it guards; breaking the rule breaks the
+test.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def baseline(body: bytes | None = None) -> FeedState:
 
 
 # ------------------------------------------------------------------------------------------
-# 000 Step 1: conditional GET, 304, body hash
+# Conditional GET, 304, body hash (docs/rules.md#requests, docs/rules.md#responses)
 # ------------------------------------------------------------------------------------------
 
 
@@ -110,7 +111,7 @@ def test_first_poll_emits_body_and_sets_baseline() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# 002 §1: which failures are retried immediately
+# Which failures are retried immediately (docs/rules.md#retries-and-backoff)
 # ------------------------------------------------------------------------------------------
 
 
@@ -125,7 +126,7 @@ def test_first_poll_emits_body_and_sets_baseline() -> None:
     (FetchKind.RESPONSE, 429, {}, False),
     (FetchKind.RESPONSE, 404, {}, False),
     (FetchKind.RESPONSE, 200, {}, False),
-    (FetchKind.TIMEOUT, None, {}, False),  # 000/001: retry after 60 s instead
+    (FetchKind.TIMEOUT, None, {}, False),  # retried once after 60 s instead
     (FetchKind.BLOCKED, None, {}, False),
     (FetchKind.TOO_LARGE, None, {}, False),
 ])
@@ -134,7 +135,7 @@ def test_is_transient_failure(kind: FetchKind, status: int | None, headers: dict
 
 
 # ------------------------------------------------------------------------------------------
-# HTML instead of a feed (004), feed scanning, lenient recovery (000)
+# HTML instead of a feed, feed scanning, lenient recovery (docs/rules.md#responses)
 # ------------------------------------------------------------------------------------------
 
 
@@ -168,7 +169,7 @@ def test_html_page_is_its_own_status_not_a_parse_error() -> None:
     ("atom.xml", "atom10", 2, 0),
     ("empty.xml", "rss20", 0, 0),
     ("undated.xml", "rss20", 2, 2),
-    ("partial_undated.xml", "rss20", 3, 2),  # one missing, one in 2100 (004 future gate)
+    ("partial_undated.xml", "rss20", 3, 2),  # one missing, one in 2100 (docs/rules.md#dates)
     ("windows1252.xml", "rss20", 1, 0),
 ])
 def test_scan_feed_formats_items_dates(name: str, fmt: str, items: int, undated: int) -> None:
@@ -210,7 +211,7 @@ def test_004_date_statuses(name: str, status: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# 001: 3+ parse failures -> unhealthy
+# 3+ parse failures -> unhealthy (docs/rules.md#feed-health)
 # ------------------------------------------------------------------------------------------
 
 
@@ -425,7 +426,7 @@ def test_timeout_retries_after_60s_then_flags_slow() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# 001: hints as lower bounds, default table, adaptation, jitter
+# Hints as lower bounds, default table, adaptation, jitter (docs/rules.md#poll-interval)
 # ------------------------------------------------------------------------------------------
 
 

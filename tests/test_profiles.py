@@ -1,5 +1,5 @@
 """Pure profile logic (newsflow.profiles): subscriptions -> vector, update rules, decay, the
-seed's relevance rules, interaction checking."""
+relevance rules (docs/rules.md#relevance), interaction checking."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_subscriptions_make_a_vector_in_the_articles_space() -> None:
     assert relevance(SCI, interest_profile(vec)) > relevance(SPORT, interest_profile(vec)) == 0.0
 
 
-def test_relevance_rules_of_the_seed() -> None:
+def test_relevance_rules() -> None:
     assert relevance(SCI, None) == 50.0  # no profile: neutral 50
     assert relevance(SCI, interest_profile({})) == 50.0  # an all-zero profile is no profile
     own, _ = article_vector(SCI)

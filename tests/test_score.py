@@ -1,4 +1,4 @@
-"""Importance scoring (000 Step 4, 001 "Importance Scoring"): the seed tables as cases."""
+"""Importance scoring (docs/rules.md#importance): the tables of the rules as cases."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def rec(**kw):
     return base
 
 
-# ---- 001 "Recency Decay Function" table (lambda = 0.03) --------------------------------
+# ---- recency table (lambda = 0.03, docs/rules.md#recency) ------------------------------
 @pytest.mark.parametrize(
     ("hours", "expected"), [(0, 100), (6, 84), (12, 70), (24, 49), (48, 24), (72, 12)]
 )
@@ -78,7 +78,7 @@ def test_authority_tiers(tier, expected):
 
 
 def test_authority_unknown_and_clamped():
-    assert authority_score(None) == 50.0  # unknown tier = T4 (004)
+    assert authority_score(None) == 50.0  # unknown tier = T4 (docs/rules.md#authority)
     assert authority_score("T1", 1.7) == 95.0
     assert authority_score("T1", -1) == 0.0
 
@@ -264,7 +264,7 @@ def test_profile_in_config():
     assert hit > 50 > miss
 
 
-# ---- 004 severity profile ---------------------------------------------------------------
+# ---- severity profile (docs/rules.md#severity-profile) ---------------------------------
 @pytest.mark.parametrize(
     ("title", "level"),
     [

@@ -1,4 +1,5 @@
-"""Title normalization of 000 Step 3 Layer 3 (newsflow.textnorm)."""
+"""Title normalization of dedup Layer 3 (newsflow.text.titles,
+docs/rules.md#layer-3-title-similarity)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from newsflow.text.tokenize import light_stem
         ("Rand Paul's plan: \u201cdrill\u201d everywhere!", "rand paul plan drill everywhere"),
     ],
 )
-def test_normalize_title_seed_rules(raw: str, expected: str) -> None:
+def test_normalize_title_rules(raw: str, expected: str) -> None:
     assert normalize_title(raw) == expected
 
 

@@ -1,5 +1,5 @@
-"""newsflow.feeds.xml: the one lenient XML repair (000 Step 1 recovery step 1) used by the parser
-and the poller's scan, and the encoding facts the fast path relies on."""
+"""newsflow.feeds.xml: the one lenient XML repair (recovery step 1, docs/rules.md#responses)
+used by the parser and the poller's scan, and the encoding facts the fast path relies on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Online topics: river's incremental k-means on compact, fixed-size hashed vectors.
+"""Online topics: river's incremental k-means on compact, fixed-size hashed vectors
+(docs/rules.md#online-topics).
 
 Every article becomes a 64-d signed feature-hashing vector of its title (x2) + first 200 words
 (stop words removed, Porter-stemmed, stable xxh3 token hashes; L2-normalized). River's

@@ -1,7 +1,8 @@
-"""Step 5 batch clustering of one window: TF-IDF rows, DBSCAN over a cosine radius graph, Ward.
+"""Batch clustering of one digest window: TF-IDF rows, DBSCAN over a cosine radius graph, Ward.
 
-Exact DBSCAN (cosine, eps 0.4, min_samples 2) on a sparse radius graph blocked by k-means so
-large windows stay sub-quadratic; Ward with ``n_topics`` as the alternative.
+Exact DBSCAN (cosine, eps 0.4, min_samples 2; docs/rules.md#topic-clustering) on a sparse
+radius graph blocked by k-means so large windows stay sub-quadratic; Ward with ``n_topics`` as
+the alternative.
 """
 
 from __future__ import annotations

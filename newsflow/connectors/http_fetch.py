@@ -2,19 +2,19 @@
 
 I/O only; every decision about what a response *means* is in :mod:`newsflow.polling`.
 
-What one :meth:`HttpFetcher.fetch` does:
+What one :meth:`HttpFetcher.fetch` does (the rules: docs/rules.md#requests and
+docs/rules.md#retries-and-backoff):
 
-- **Headers** (000 Step 1): ``If-None-Match``/``If-Modified-Since`` as given by the caller,
+- **Headers**: ``If-None-Match``/``If-Modified-Since`` as given by the caller,
   ``Accept: application/rss+xml, application/atom+xml, application/xml, text/xml;q=0.9``, a real
-  ``User-Agent`` (002: "some feeds block default Python UA"), ``Accept-Encoding: gzip, deflate``.
-- **Timeout**: the seeds disagree (000: 30 s per feed, 002: 10 s). Both are applied, each where
-  it makes sense: 30 s is the deadline of a whole attempt (connect, redirects, body) -- 000 wins
-  for the per-feed budget, so a big feed on a slow link still completes -- and 10 s bounds
-  every single socket operation (connect, each read), so a dead server is noticed in 10 s
-  and a trickling one is cut at 30 s. Both configurable.
-- **Transient retries** (002): 2 retries after 1 s and 2 s for connection/protocol errors and
+  ``User-Agent`` (some feeds block a library's default one), ``Accept-Encoding: gzip, deflate``.
+- **Timeout**: two bounds. 30 s is the deadline of a whole attempt (connect, redirects, body),
+  so a big feed on a slow link still completes, and 10 s bounds every single socket operation
+  (connect, each read), so a dead server is noticed in 10 s and a trickling one is cut at 30 s.
+  Both configurable.
+- **Transient retries**: 2 retries after 1 s and 2 s for connection/protocol errors and
   500/502/503(no Retry-After)/504 (:func:`newsflow.polling.is_transient_failure`). Timeouts are
-  not retried here: 000/001 say "retry once after 60 seconds", which the scheduler does.
+  not retried here: a timeout is retried once after 60 seconds, which the scheduler does.
 - **Redirects** by hand, at most 5: every hop is recorded (301/308 vs 302/307 matter to the
   URL-adoption rule) and every hop passes the scheme and address checks.
 - **Safety**: only http/https; the host is resolved and connections go only to addresses that
@@ -50,7 +50,7 @@ from newsflow.polling.rules import is_transient_failure
 from newsflow.polling.safety import address_block_reason, redact_message, redact_url, scheme_allowed
 from newsflow.polling.state import FetchKind, FetchOutcome, PollPolicy, RedirectHop
 
-#: 000 Step 1
+#: docs/rules.md#requests
 ACCEPT = "application/rss+xml, application/atom+xml, application/xml, text/xml;q=0.9"
 DEFAULT_USER_AGENT = f"newsflow/{__version__} (RSS/Atom feed poller; python-httpx/{httpx.__version__})"
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -58,13 +58,13 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 @dataclass(frozen=True, slots=True)
 class FetchConfig:
-    """Fetcher settings. Defaults follow the seeds; tests shrink the times."""
+    """Fetcher settings. Defaults follow docs/rules.md#requests; tests shrink the times."""
 
-    #: deadline of one attempt: connect + redirects + body (000: 30 s per feed)
+    #: deadline of one attempt: connect + redirects + body (30 s per feed)
     timeout_s: float = 30.0
-    #: bound on each socket operation: connect, each read/write (002: 10 s)
+    #: bound on each socket operation: connect, each read/write (10 s)
     io_timeout_s: float = 10.0
-    #: 002: 2 retries (3 tries) ...
+    #: 2 retries (3 tries) ...
     retries: int = 2
     #: ... after 1 s and 2 s
     retry_backoff_s: tuple[float, ...] = (1.0, 2.0)
@@ -474,7 +474,7 @@ class HttpFetcher:
 
     async def fetch(self, url: str, headers: Mapping[str, str] | None = None, *,
                     auth_url: str | None = None) -> FetchOutcome:
-        """GET with conditional ``headers``, retrying transient failures (002: 1 s, 2 s).
+        """GET with conditional ``headers``, retrying transient failures (after 1 s, 2 s).
 
         Credentials come from ``url``'s or ``auth_url``'s userinfo and are sent as HTTP basic
         auth to that URL's origin only.

@@ -1,3 +1,3 @@
-"""Step 2, parse + normalize: raw payload -> articles (feedparser, or the C-ElementTree fast path),
-URL canonicalization and registrable domains.
+"""Parse + normalize: raw payload -> articles (feedparser, or the C-ElementTree fast path),
+URL canonicalization and registrable domains (docs/rules.md#parsing-and-normalization).
 """

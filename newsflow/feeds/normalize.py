@@ -1,4 +1,4 @@
-"""Parse one raw feed payload and normalize its items (000 Step 2, 002 §2, 004 date gates).
+"""Parse one raw feed payload and normalize its items (docs/rules.md#parsing-and-normalization).
 
 Pure: ``normalize_payload(RawPayload) -> NormalizeResult``; no I/O, no wall clock ("now" is the
 payload's ``fetched_at``). Every item ends as an :class:`Article` or a :class:`DeadLetter`;
@@ -47,9 +47,9 @@ from newsflow.text.html import (
 class NormalizeConfig:
     """Normalization knobs (built by ``newsflow.config``'s ``[normalize]`` section)."""
 
-    #: a date more than this far after the fetch time is not trusted (004: future-date gate)
+    #: a date more than this far after the fetch time is not trusted (docs/rules.md#dates)
     future_tolerance_ms: int = 3_600_000
-    #: words per minute for reading time (000 Step 2)
+    #: words per minute for reading time (docs/rules.md#html-and-text)
     reading_wpm: int = 238
     #: "partialContent" when fewer words than this and the body ends in "..." / "[...]"
     partial_max_words: int = 100
@@ -129,8 +129,9 @@ def make_deadletter(
 
 def _install_dc_date_hook() -> None:
     """feedparser files ``<dc:date>`` under ``updated``, where Atom's own ``<updated>`` also goes:
-    keep its parsed value under ``dc_date_parsed`` too, so 000's priority (dc:date first) can be
-    applied on Atom entries as well. Behaviour for every existing key is unchanged."""
+    keep its parsed value under ``dc_date_parsed`` too, so the date priority (dc:date first,
+    docs/rules.md#dates) can be applied on Atom entries as well. Behaviour for every existing
+    key is unchanged."""
     from feedparser.datetimes import _parse_date
     from feedparser.namespaces.dc import Namespace
 
@@ -168,10 +169,10 @@ def parse_feed(body: bytes, base_url: str | None, content_type: str | None = Non
 
 
 def extract_author(entry: Any, feed: Any) -> str | None:
-    """dc:creator -> author name -> author (email) -> managingEditor (000 Step 2); the name
-    only ("jane@ex.com (Jane Roe)" -> "Jane Roe"). An item author given only as an email is
-    still the item's author (the email is all there is): it is kept rather than replaced by the
-    feed's managingEditor."""
+    """dc:creator -> author name -> author (email) -> managingEditor
+    (docs/rules.md#field-priorities); the name only ("jane@ex.com (Jane Roe)" -> "Jane Roe").
+    An item author given only as an email is still the item's author (the email is all there
+    is): it is kept rather than replaced by the feed's managingEditor."""
     for src in (entry, feed):
         detail = src.get("author_detail") or {}
         name = detail.get("name")
@@ -208,7 +209,7 @@ def extract_date(entry: Any, feed_format: str, fetched_ms: int, future_tolerance
     ``published``; so then for RSS the order is updated then published(=pubDate), for Atom
     published then updated. Missing/unparseable -> fetch time and
     ``date_uncertain``; more than ``future_tolerance_ms`` after the fetch -> not trusted: fetch time,
-    uncertain (004 future-date gate).
+    uncertain (docs/rules.md#dates).
     """
     is_atom = feed_format.startswith("atom")
     order = (("dc_date_parsed", "dc:date"),) + (
@@ -396,7 +397,8 @@ def normalize_entry(
 
 
 def publisher_of(payload: RawPayload, feed: Any) -> str:
-    """Registry publisher -> feed title -> registrable domain of the feed URL (002 §2)."""
+    """Registry publisher -> feed title -> registrable domain of the feed URL
+    (docs/rules.md#field-priorities)."""
     if payload.publisher:
         return payload.publisher
     title = clean_title(feed.get("title")) if feed else ""

@@ -1,4 +1,4 @@
-"""Default authority tiers of well-known sources (001 "Source Authority Tiers").
+"""Default authority tiers of well-known sources (docs/rules.md#authority).
 
 A feed's own tier (feed registry, envelope) always wins; for a feed without one, the article's
 tier is looked up in a table: first by the host of its link (``www.bbc.co.uk`` -> ``bbc.co.uk``,

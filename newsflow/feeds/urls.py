@@ -8,7 +8,8 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
-#: query parameters that only track the reader (000 Step 2 / 002 §3); ``utm_*`` by prefix
+#: query parameters that only track the reader (docs/rules.md#url-canonicalization); ``utm_*``
+#: and the other prefixes below by prefix
 TRACKING_PARAMS = frozenset(
     {
         "fbclid", "gclid", "dclid", "gclsrc", "msclkid", "yclid", "mc_cid", "mc_eid",
@@ -35,7 +36,7 @@ def absolutize(url: str, base: str | None) -> str:
 
 
 def canonicalize_url(url: str, base: str | None = None) -> str | None:
-    """The canonical form used as dedup key (layer 2).
+    """The canonical form used as dedup key (layer 2; docs/rules.md#url-canonicalization).
 
     relative -> absolute; lowercase scheme and host; ``http`` and ``https`` compare equal
     (canonical scheme https); ``www.`` dropped; default port dropped; userinfo dropped;

@@ -1,5 +1,5 @@
-"""XML byte-level facts and 000 Step 1's lenient recovery, step (1): "fix common XML issues
-(unescaped ``&``, invalid bytes)". One module for the parser (``feeds.normalize``), its fast path
+"""XML byte-level facts and step (1) of the lenient recovery of a feed that does not parse: fix
+common XML issues, unescaped ``&`` and invalid bytes (docs/rules.md#responses). One module for the parser (``feeds.normalize``), its fast path
 (``feeds.fastfeed``) and the poller's body scan (``polling.scan``).
 
 Two depths of the same repair: :func:`repair_xml_bytes` fixes the bytes only (the parser hands

@@ -11,13 +11,13 @@ whose keys apply to every feed that does not set them::
     url = "https://feeds.bbci.co.uk/news/world/rss.xml"   # required: http(s)
     name = "BBC News - World"              # display name
     publisher = "BBC"                      # family: feeds of one publisher count as one source
-    tier = "T2"                            # authority tier T1..T5 (001)
+    tier = "T2"                            # authority tier T1..T5 (docs/rules.md#authority)
     category = "world"
     language = "en"                        # BCP 47 tag, "und" if unknown
     interval = "30m"                       # optional: "90s", "15m", "2h", "1d" or seconds (int);
                                            #   also the shortest interval adaptation may use
     feed_type = "major"                    # optional: breaking|major|blog|newsletter|dormant
-                                           #   (001's default interval table)
+                                           #   (docs/rules.md#poll-interval)
 
 OPML (the format every feed reader speaks) is imported tolerantly (:func:`import_opml`: nested
 category outlines, missing attributes, bare ``&``) and exported losslessly (:func:`export_opml`:
@@ -43,7 +43,7 @@ from newsflow.polling.state import FEED_TYPE_INTERVALS_S
 
 TIERS: tuple[str, ...] = ("T1", "T2", "T3", "T4", "T5")
 #: a feed without a tier: none in its envelope, so the article takes the default tier of its
-#: source from ``newsflow/feeds/source_tiers.toml`` (or none: scored as T4, as 004's default)
+#: source from ``newsflow/feeds/source_tiers.toml`` (or none: scored as T4, docs/rules.md#authority)
 DEFAULT_TIER: str | None = None
 DEFAULT_CATEGORY = "general"
 DEFAULT_LANGUAGE = "und"

@@ -37,7 +37,7 @@ from newsflow.polling.state import (
 
 
 def conditional_headers(state: FeedState) -> dict[str, str]:
-    """``If-None-Match`` / ``If-Modified-Since`` from the previous poll (000 Step 1)."""
+    """``If-None-Match`` / ``If-Modified-Since`` from the previous poll (docs/rules.md#requests)."""
     h: dict[str, str] = {}
     if state.etag:
         h["If-None-Match"] = state.etag
@@ -49,11 +49,12 @@ def conditional_headers(state: FeedState) -> dict[str, str]:
 def is_transient_failure(
     kind: FetchKind, status: int | None, headers: Mapping[str, str], policy: PollPolicy | None = None
 ) -> bool:
-    """Should the fetcher retry at once (002: 2 retries, 1 s / 2 s backoff)?
+    """Should the fetcher retry at once (2 retries, 1 s / 2 s backoff:
+    docs/rules.md#retries-and-backoff)?
 
     Connection and protocol errors, and 500/502/504 (503 only without ``Retry-After``). Not 429
-    and not 503 with Retry-After (the server said when), not a timeout (000/001: "retry once after
-    60 seconds", scheduled by :func:`handle_timeout`), not other 4xx (retrying cannot help).
+    and not 503 with Retry-After (the server said when), not a timeout (retried once after 60 s,
+    scheduled by :func:`handle_timeout`), not other 4xx (retrying cannot help).
     """
     p = policy or PollPolicy()
     if kind in (FetchKind.CONNECT_ERROR, FetchKind.PROTOCOL_ERROR):
@@ -81,7 +82,7 @@ def is_unchanged_body(state: FeedState, body: bytes) -> bool:
 
 
 def is_rate_limited(status: int | None, headers: Mapping[str, str], now_ms: int = 0) -> bool:
-    """429, or 503 carrying a usable ``Retry-After`` (000/001 rate-limit rules)."""
+    """429, or 503 carrying a usable ``Retry-After`` (docs/rules.md#retries-and-backoff)."""
     if status == 429:
         return True
     return status == 503 and parse_retry_after(headers.get("retry-after"), now_ms) is not None
@@ -147,7 +148,8 @@ def http_cache_hint_s(headers: Mapping[str, str], now_ms: int) -> float | None:
 
 def hint_floor_s(state: FeedState, policy: PollPolicy) -> float:
     """Lowest allowed interval: the politeness floor, the registry interval, ``<ttl>``,
-    ``sy:*``, ``Cache-Control``/``Expires`` -- all lower bounds (001) -- capped at 24 h."""
+    ``sy:*``, ``Cache-Control``/``Expires`` -- all lower bounds -- capped at 24 h
+    (docs/rules.md#poll-interval)."""
     floor = max(policy.min_interval_s, state.registry_floor_s, state.feed_hint_s or 0.0,
                 state.http_hint_s or 0.0)
     return min(floor, policy.max_interval_s)
@@ -159,7 +161,7 @@ def min_interval_floor_s(state: FeedState, policy: PollPolicy) -> float:
 
 
 def adapt_interval(state: FeedState, changed: bool | None, policy: PollPolicy) -> FeedState:
-    """001 adaptive polling.
+    """Adaptive polling (docs/rules.md#poll-interval).
 
     5 consecutive polls without new items -> double (max 24 h); new items on
     ``changed_polls_to_halve`` consecutive polls -> halve (down to :func:`hint_floor_s`).
@@ -207,7 +209,7 @@ def permanent_redirect_target(redirects: Iterable[RedirectHop]) -> str | None:
     """Where the leading run of permanent redirects (301/308) points.
 
     ``301 -> 302 -> X`` gives the 301's target (the 302 is temporary); a chain that starts with
-    302/303/307 gives ``None`` (000: "302/307 -> follow, keep URL").
+    302/303/307 gives ``None`` (followed, the feed keeps its URL: docs/rules.md#responses).
     """
     target: str | None = None
     for hop in redirects:
@@ -241,7 +243,7 @@ def apply_rate_limit(
 ) -> FeedState:
     """429 / 503+Retry-After: retry when the server says (capped, and never sooner than the
     feed's minimum interval: ``Retry-After: 0`` or a past date must not make a tight loop), and
-    double the feed's interval for the polls after that (000 Step 1, 001)."""
+    double the feed's interval for the polls after that (docs/rules.md#retries-and-backoff)."""
     interval = min(state.interval_s * 2, policy.max_interval_s)
     if retry_after_s is not None:
         delay = max(min(retry_after_s, policy.max_retry_after_s), min_interval_floor_s(state, policy))
@@ -252,7 +254,8 @@ def apply_rate_limit(
 
 
 def track_parse_failures(state: FeedState, failed: bool, policy: PollPolicy) -> tuple[FeedState, bool]:
-    """001: parse failures that persist (3+ in a row) flag the feed unhealthy.
+    """Parse failures that persist (3+ in a row) flag the feed unhealthy
+    (docs/rules.md#feed-health).
 
     Returns ``(state, became_unhealthy)``; a successful parse clears the flag.
     """
@@ -274,8 +277,9 @@ def track_bad_responses(state: FeedState, policy: PollPolicy) -> tuple[FeedState
 
 
 def handle_timeout(state: FeedState, now_ms: int, policy: PollPolicy) -> tuple[FeedState, bool]:
-    """001: a timeout is retried once after 60 s; if the retry times out too the feed is flagged
-    slow and follows the error backoff. Returns ``(state, became_slow)``."""
+    """A timeout is retried once after 60 s; if the retry times out too the feed is flagged slow
+    and follows the error backoff (docs/rules.md#retries-and-backoff). Returns
+    ``(state, became_slow)``."""
     n = state.consecutive_timeouts + 1
     if n < policy.timeouts_slow:
         return evolve(state, consecutive_timeouts=n,
@@ -309,7 +313,8 @@ def record_daily_outcome(
 def reliability_score(
     daily: tuple[tuple[int, int, int], ...], now_ms: int, window_days: int = 30
 ) -> float | None:
-    """000 Step 4: successful_polls / total_polls over the last 30 days (``None``: no polls)."""
+    """Reliability (docs/rules.md#feed-health): successful_polls / total_polls over the last 30
+    days (``None``: no polls)."""
     day = now_ms // DAY_MS
     ok = total = 0
     for d, o, t in daily:
@@ -323,7 +328,7 @@ def update_publication_rhythm(
     state: FeedState, new_items: int | None, now_ms: int, policy: PollPolicy
 ) -> FeedState:
     """Track when a feed brings new items: EWMA of the gap between such polls and of new items
-    per poll (001: "Track the average number of new items per poll")."""
+    per poll (docs/rules.md#poll-interval)."""
     if new_items is None:
         return state
     per_poll = (1 - policy.rhythm_alpha) * state.new_items_per_poll + policy.rhythm_alpha * new_items

@@ -293,8 +293,8 @@ def _scan_tree(root: ET.Element, now_ms: int, policy: PollPolicy) -> FeedScan:
 
 
 def _scan_with_feedparser(body: bytes, now_ms: int, policy: PollPolicy) -> FeedScan:
-    """000 Step 1 lenient recovery, step 2: feedparser's HTML-tolerant parser (bytes only:
-    a ``str`` argument could be taken for a URL and fetched)."""
+    """Lenient recovery, step 2 (docs/rules.md#responses): feedparser's HTML-tolerant parser
+    (bytes only: a ``str`` argument could be taken for a URL and fetched)."""
     import feedparser  # local import: slow to import, rarely needed
 
     d: Any = feedparser.parse(bytes(body), sanitize_html=False, resolve_relative_uris=False)
@@ -330,9 +330,10 @@ def _scan_with_feedparser(body: bytes, now_ms: int, policy: PollPolicy) -> FeedS
 def scan_feed(body: bytes, now_ms: int, policy: PollPolicy | None = None) -> FeedScan:
     """Format, item keys, undated count and update hints of a feed body.
 
-    Namespace-aware XML first; on failure 000's lenient recovery: (1) :func:`repair_xml` and
-    retry, (2) feedparser's HTML-tolerant parser, (3) give up -> ``ok=False`` (a parse failure;
-    :func:`track_parse_failures` flags the feed unhealthy after 3 in a row). DTDs and external
+    Namespace-aware XML first; on failure the lenient recovery (docs/rules.md#responses):
+    (1) :func:`repair_xml` and retry, (2) feedparser's HTML-tolerant parser, (3) give up ->
+    ``ok=False`` (a parse failure; :func:`track_parse_failures` flags the feed unhealthy after 3
+    in a row). DTDs and external
     entities are never fetched (ElementTree/expat do not resolve them).
     """
     p = policy or PollPolicy()
@@ -356,7 +357,8 @@ def scan_feed(body: bytes, now_ms: int, policy: PollPolicy | None = None) -> Fee
 
 
 def undated_status(scan: FeedScan) -> HealthStatus:
-    """004's date statuses: ``empty`` (no items), ``all_undated``, ``partial_undated`` or ``ok``."""
+    """The date statuses (docs/rules.md#feed-statuses): ``empty`` (no items), ``all_undated``,
+    ``partial_undated`` or ``ok``."""
     if scan.items == 0:
         return HealthStatus.EMPTY
     if scan.undated >= scan.items:

@@ -14,8 +14,9 @@ from newsflow.polling.safety import strip_userinfo
 # Vocabulary
 # --------------------------------------------------------------------------------------------
 
-#: 001 "Default polling schedule when no hints are available" (seconds). Where the seed gives a
-#: range we take its low end: adaptive polling doubles the interval of a quiet feed anyway.
+#: Default interval by feed type when the registry gives none (seconds,
+#: docs/rules.md#poll-interval). Where a range is usual (a blog: 2-4 hours) the low end is
+#: taken: adaptive polling doubles the interval of a quiet feed anyway.
 FEED_TYPE_INTERVALS_S: Mapping[str, float] = {
     "breaking": 15 * 60.0,  # Breaking news: 15 minutes
     "major": 30 * 60.0,  # Major news outlets: 30 minutes
@@ -68,38 +69,41 @@ class FetchOutcome:
 
 @dataclass(frozen=True, slots=True)
 class PollPolicy:
-    """Every tunable of the polling rules, with the seeds' numbers as defaults."""
+    """Every tunable of the polling rules, with the numbers of docs/rules.md#polling as defaults."""
 
     #: absolute politeness floor between two polls of one feed (s)
     min_interval_s: float = 300.0
-    #: 001: "double the interval (up to 24 hours max)"
+    #: an interval doubles up to 24 hours at most (docs/rules.md#poll-interval)
     max_interval_s: float = 86_400.0
     #: feed type used when the registry gives neither interval nor feed_type
     default_feed_type: str = "major"
-    #: 001: "If a feed hasn't changed in 5 consecutive polls, double the interval"
+    #: a feed without new items in 5 consecutive polls: its interval doubles
     unchanged_polls_to_double: int = 5
-    #: 001: "If a feed has new content on every poll, halve the interval" -- "every poll" is
-    #: read as this many consecutive polls with new items
+    #: a feed with new items on every poll: its interval halves -- "every poll" is read as this
+    #: many consecutive polls with new items
     changed_polls_to_halve: int = 3
     #: next poll = interval * (1 + u * jitter_ratio), u in [0, 1) from a stable hash
     jitter_ratio: float = 0.1
     #: adopt a 301/308 target after this many consecutive polls redirected to the same target
     redirect_adopt_after: int = 3
-    #: 001: "if persistent (3+ failures), flag feed as unhealthy"
+    #: parse failures that persist (3+ in a row) flag the feed unhealthy (docs/rules.md#feed-health)
     parse_failures_unhealthy: int = 3
     #: this many polls in a row answered with an HTML page or a 4xx (not 410/429) flag the feed
     #: unhealthy, with an alert (a successful poll clears the streak)
     bad_responses_unhealthy: int = 5
-    #: 001: "Timeout -- retry once after 60 seconds; mark as slow if persistent"
+    #: a timeout is retried once after 60 seconds; the feed is flagged slow if it persists
+    #: (docs/rules.md#retries-and-backoff)
     timeout_retry_s: float = 60.0
     #: consecutive timeouts after which the feed is flagged slow
     timeouts_slow: int = 2
     #: a Retry-After further away than this is capped (s)
     max_retry_after_s: float = 86_400.0
-    #: statuses retried immediately by the fetcher (002: 2 retries, 1 s / 2 s); 503 only
-    #: without Retry-After, 429 never (Retry-After rules), timeouts never (000: retry after 60 s)
+    #: statuses retried immediately by the fetcher (2 retries, 1 s / 2 s); 503 only without
+    #: Retry-After, 429 never (Retry-After rules), timeouts never (retried after 60 s instead):
+    #: docs/rules.md#retries-and-backoff
     transient_statuses: frozenset[int] = frozenset({500, 502, 503, 504})
-    #: 000 Step 4: reliability = successful_polls / total_polls over the last 30 days
+    #: reliability = successful_polls / total_polls over the last 30 days
+    #: (docs/rules.md#feed-health)
     reliability_window_days: int = 30
     #: silent zero: no new items for silent_zero_factor x the usual gap between new items ...
     silent_zero_factor: float = 4.0
@@ -116,7 +120,7 @@ class PollPolicy:
     domain_backoff_max_s: float = 3_600.0
     #: 429 without Retry-After: the domain pauses this long (the feed's interval doubles anyway)
     domain_rate_limit_default_s: float = 60.0
-    #: 004: an item dated more than this after the fetch is treated as undated
+    #: an item dated more than this after the fetch is treated as undated (docs/rules.md#dates)
     future_tolerance_s: float = 3_600.0
     #: at most this many item keys are remembered per feed (new-item detection)
     max_item_keys: int = 500
@@ -201,7 +205,8 @@ def evolve(state: FeedState, **changes: Any) -> FeedState:
 
 
 def default_interval_s(feed_type: str | None, policy: PollPolicy | None = None) -> float:
-    """001's default interval table; unknown/missing type -> the policy's default type."""
+    """The default interval table (docs/rules.md#poll-interval); unknown/missing type -> the
+    policy's default type."""
     p = policy or PollPolicy()
     if feed_type in FEED_TYPE_INTERVALS_S:
         return FEED_TYPE_INTERVALS_S[feed_type]  # type: ignore[index]
@@ -217,7 +222,8 @@ def initial_state(
     policy: PollPolicy | None = None,
     now_ms: int = 0,
 ) -> FeedState:
-    """State of a feed never polled: due at ``now_ms``, interval from the registry or 001's table.
+    """State of a feed never polled: due at ``now_ms``, interval from the registry or the
+    default table.
 
     An explicit registry ``interval`` is both the start value and a lower bound ("poll no more
     often than this"); adaptation may still lengthen it.

@@ -1,4 +1,5 @@
-"""Interest profiles that learn (000 Step 4 relevance, 001 "User Interest Profile").
+"""Interest profiles that learn: the relevance of importance (docs/rules.md#relevance,
+docs/rules.md#interest-profiles).
 
 Pure logic, no Bytewax, no Kafka, no wall clock:
 

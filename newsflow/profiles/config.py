@@ -57,8 +57,8 @@ class ProfileRates:
     A ``read`` adds ``read`` x the article vector (more with dwell time: x ``1 + dwell_bonus``
     when the reader stayed ``dwell_full_s`` or longer, linearly in between), ``save`` adds
     ``save`` x it; ``skip`` subtracts ``skip`` x it, ``hide`` ``hide`` x it. Every weight not
-    engaged by an interaction decays by ``decay_per_week`` (10 %, 001) per week of event time
-    since it was last engaged, towards 0 (neutral)."""
+    engaged by an interaction decays by ``decay_per_week`` (10 %) per week of event time since
+    it was last engaged, towards 0 (neutral): docs/rules.md#interest-profiles."""
 
     read: float = 0.20
     save: float = 0.40

@@ -19,8 +19,9 @@ from newsflow.scoring.importance import (
 
 def with_relevance(rec: Mapping[str, Any], profile: InterestProfile | None) -> Mapping[str, Any]:
     """The record with ``importance_components.relevance`` from ``profile`` and the importance
-    re-weighted with the record's own ``importance_weights`` (the seed's when it has none;
-    records without components, i.e. not scored, are returned as they are)."""
+    re-weighted with the record's own ``importance_weights`` (the default weights,
+    docs/rules.md#weights, when it has none; records without components, i.e. not scored, are
+    returned as they are)."""
     comps = rec.get("importance_components")
     if not isinstance(comps, Mapping) or not all(c in comps for c in COMPONENTS):
         return rec

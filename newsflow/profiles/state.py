@@ -1,8 +1,9 @@
 """A profile's live state, its update rules and its event-time decay.
 
 Weights are stored with the event time each was last engaged; the value at event time ``t`` is
-``w x (1 - decay_per_week) ^ ((t - engaged) / week)`` (001: "stale interests decay 10 % per
-week"): a weight not engaged fades towards 0, i.e. neutral. An interaction at ``t``:
+``w x (1 - decay_per_week) ^ ((t - engaged) / week)`` (stale interests decay 10 % per week:
+docs/rules.md#interest-profiles): a weight not engaged fades towards 0, i.e. neutral. An
+interaction at ``t``:
 
 * brings every weight to its value at ``t`` (decay applied) for the terms of the article, then
   adds ``step x article_vector`` (:meth:`ProfileRates.step`: read/save > 0 toward the article,

@@ -1,7 +1,7 @@
 """The one article vector of profiles, in the space the articles' relevance uses.
 
 Terms are the stable stem hashes of :class:`newsflow.text.tokenize.TextFeatures` (title x2 +
-the first 200 body words, 000 Step 4), plus two meta terms, ``category:<c>`` and
+the first 200 body words, docs/rules.md#relevance), plus two meta terms, ``category:<c>`` and
 ``publisher:<p>``, so subscriptions to feed categories and publishers live in the same vector.
 Term frequency is sublinear (``1 + ln tf``) and the IDF is 1: profiles are compared by cosine
 (:func:`newsflow.scoring.importance.relevance_score`), and a stream has no fixed corpus to take
@@ -96,7 +96,7 @@ def seed_vector(spec: ProfileSpec) -> tuple[Vector, dict[int, str]]:
 
 def interest_profile(weights: Mapping[int, float]) -> InterestProfile | None:
     """The scoring module's profile of a weight vector (None when every weight is 0: the
-    seed's neutral relevance applies)."""
+    neutral relevance applies, docs/rules.md#relevance)."""
     w = {h: v for h, v in sorted(weights.items()) if v != 0.0}
     if not w:
         return None
@@ -105,7 +105,7 @@ def interest_profile(weights: Mapping[int, float]) -> InterestProfile | None:
 
 
 def relevance(rec: Mapping[str, Any], profile: InterestProfile | None, default: float = 50.0) -> float:
-    """000 Step 4 relevance of a record: cosine(article, profile) x 100 (clamped to 0..100),
+    """Relevance of a record (docs/rules.md#relevance): cosine(article, profile) x 100 (clamped to 0..100),
     ``default`` (50) without a profile."""
     if profile is None:
         return default

@@ -1,3 +1,4 @@
-"""Step 4, importance: authority, recency, corroboration, relevance, depth (and the 004 severity
-profile).
+"""Importance: authority, recency, corroboration, relevance, depth (docs/rules.md#importance),
+the severity profile (docs/rules.md#severity-profile) and story phases
+(docs/rules.md#story-phases).
 """

@@ -1,6 +1,6 @@
-"""Step 4: importance scoring (pure; no Bytewax, no Kafka, no wall clock).
+"""Importance scoring (pure; no Bytewax, no Kafka, no wall clock).
 
-One function per rule of ``000`` Step 4 / ``001`` "Importance Scoring":
+One function per rule of docs/rules.md#importance:
 
 * :func:`authority_score` — tier T1..T5 -> 95/80/65/50/30, x feed reliability (0..1)
 * :func:`recency_score` — ``100 * e^(-lam * hours)``, -20 % when the date is uncertain
@@ -10,7 +10,8 @@ One function per rule of ``000`` Step 4 / ``001`` "Importance Scoring":
   +10 citations, cap 100, cap 40 when the content is partial
 * :func:`importance` — the weighted sum 0.25/0.20/0.20/0.20/0.15 with its components
 
-plus the optional ``004`` severity profile (:mod:`newsflow.scoring.severity`).
+plus the optional severity profile (:mod:`newsflow.scoring.severity`,
+docs/rules.md#severity-profile) and the story phases (docs/rules.md#story-phases).
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def authority_score(
 ) -> float:
     """Tier base score x feed reliability (``successful_polls / total_polls``, 0..1).
 
-    Unknown tier -> ``unknown_tier_score`` (T4, as in 004: "absent from the table defaults to
-    Tier 4"); unknown reliability (no feed-health yet) -> 1.0.
+    Unknown tier -> ``unknown_tier_score`` (as T4); unknown reliability (no feed-health yet)
+    -> 1.0 (docs/rules.md#authority).
     """
     base = tier_scores.get(tier, unknown_tier_score) if tier is not None else unknown_tier_score
     r = 1.0 if reliability is None else min(1.0, max(0.0, float(reliability)))
@@ -71,7 +72,7 @@ def recency_score(
 ) -> float:
     """``100 * e^(-lam * hours)``; future dates count as 0 h; x (1 - penalty) if uncertain.
 
-    001's "Recency Decay Function" table (lambda 0.03):
+    The recency table of docs/rules.md#recency (lambda 0.03):
 
     >>> [round(recency_score(h)) for h in (0, 6, 12, 24, 48, 72)]
     [100, 84, 70, 49, 24, 12]
@@ -343,7 +344,7 @@ class ScoreConfig:
     profile: InterestProfile | None = None
     title_weight: int = 2
     body_words: int = 200
-    severity: SeverityProfile | None = None  # set to also compute the 004 severity profile
+    severity: SeverityProfile | None = None  # set to also compute the severity profile
     ndigits: int = 2
 
 
@@ -487,7 +488,7 @@ def rescore(
     reliability: float | None = None,
     config: ScoreConfig = DEFAULT_SCORE_CONFIG,
 ) -> Importance | None:
-    """Importance recomputed from the story as it stands (000 Step 4 at digest time):
+    """Importance recomputed from the story as it stands, at digest time (docs/rules.md#weights):
     corroboration from the story's distinct ``publishers`` / ``tiers`` now, authority from the
     tier x the feed's current ``reliability``; recency, relevance and depth are the record's own
     (recency as of its first sighting, :func:`scored_as_of`: a digest ranks what was fresh when
@@ -517,7 +518,8 @@ def severity_importance(
     hours: float | None = None,
     n_publishers: int | None = None,
 ) -> SeverityScore:
-    """004 profile: ``0.55*severity + 0.20*tier + 0.15*corroboration + 0.10*recency``.
+    """Severity profile (docs/rules.md#severity-profile):
+    ``0.55*severity + 0.20*tier + 0.15*corroboration + 0.10*recency``.
 
     tier T1..T4 -> 100/75/50/25 (T5 0, unknown = T4); corroboration 20 per source capped at 5;
     recency linear over 24 h, 0 after.
@@ -578,7 +580,7 @@ def score_record(
 
 
 # --------------------------------------------------------------------------------------
-# 004 story phases
+# Story phases (docs/rules.md#story-phases)
 # --------------------------------------------------------------------------------------
 
 STORY_PHASES: tuple[str, ...] = ("breaking", "developing", "sustained", "fading")
@@ -594,10 +596,10 @@ def story_phase(
     peak_score: float | None = None,
     silence_hours: float = 24.0,
 ) -> str:
-    """004 story phase at event time ``now``: ``breaking`` (1 mention), ``developing`` (2-5
-    mentions and under 2 h old), ``fading`` (current score below half the peak, both
-    positive; or more than ``silence_hours`` since the last mention — the digest read path
-    drops those), else ``sustained``."""
+    """Story phase at event time ``now`` (docs/rules.md#story-phases): ``fading`` (more than
+    ``silence_hours`` since the last mention, or the current score below half the peak, both
+    positive), ``breaking`` (1 mention), ``developing`` (2-5 mentions and under 2 h old), else
+    ``sustained``."""
     now_ms = _to_ms(now)
     if last_seen is not None and (now_ms - _to_ms(last_seen)) / HOUR_MS > silence_hours:
         return "fading"

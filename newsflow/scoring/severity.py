@@ -1,4 +1,5 @@
-"""The ``004`` keyword severity classifier (critical .. info) with historical-date damping.
+"""The keyword severity classifier (critical .. info) with historical-date damping: the
+severity profile of docs/rules.md#severity-profile.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def _to_ms(t: datetime | int | str) -> int:
 
 
 # --------------------------------------------------------------------------------------
-# Optional 004 severity profile
+# Optional severity profile
 # --------------------------------------------------------------------------------------
 
 SEVERITY_LEVELS: tuple[str, ...] = ("critical", "high", "medium", "low", "info")
@@ -36,7 +37,7 @@ SEVERITY_SCORES: Mapping[str, float] = {
     "low": 25.0,
     "info": 0.0,
 }
-# 004 maps Tier 1..4 to 100/75/50/25 (absent -> Tier 4); our T5 (unverified) gets 0.
+# Tier T1..T4 -> 100/75/50/25 (no tier: as T4); T5 (unverified) gets 0.
 SEVERITY_TIER_SCORES: Mapping[str, float] = {
     "T1": 100.0,
     "T2": 75.0,
@@ -93,7 +94,7 @@ _DATE_ISO_RE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 
 @dataclass(frozen=True, slots=True)
 class SeverityProfile:
-    """004's keyword classifier: levels, historical-marker downgrade, lifestyle exclusions."""
+    """The keyword classifier: levels, historical-marker downgrade, lifestyle exclusions."""
 
     keywords: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: dict(DEFAULT_SEVERITY_KEYWORDS)
@@ -214,9 +215,9 @@ def _month(s: str) -> int:
 def severity_level(
     title: str, profile: SeverityProfile | None = None, now: datetime | int | None = None
 ) -> SeverityResult:
-    """004 keyword classifier on the title: lifestyle exclusions first (substring match ->
-    info), then the most severe keyword level; critical/high with a historical marker ->
-    info (``keyword-historical-downgrade``)."""
+    """The keyword classifier on the title (docs/rules.md#severity-profile): lifestyle
+    exclusions first (substring match -> info), then the most severe keyword level;
+    critical/high with a historical marker -> info (``keyword-historical-downgrade``)."""
     p = profile or SeverityProfile()
     low = title.lower()
     if any(x in low for x in p.exclusions):

@@ -3,10 +3,11 @@
 Real feeds repeat template text in every item: a YouTube channel's description under each
 video ("24 Oras is GMA Network's flagship newscast, anchored by … Subscribe to our channel …"),
 a show's blurb, a standard disclaimer. Fingerprinted as content, that text made distinct videos
-of one channel *near-duplicates* of each other (001 Layer 4: body MinHash ≥ 0.7): on the real
-24-feed replay 127 of the 136 content near-duplicates were same-publisher items with different
-titles (Fox News, GMA News, ABS-CBN News, Sydney Morning Herald, CNN, 1News), removed from the
-digests as copies; the shared text also gave unrelated items common story terms and entities.
+of one channel *near-duplicates* of each other (Layer 4: body MinHash ≥ 0.7,
+docs/rules.md#layer-4-body-fingerprints): on the real 24-feed replay 127 of the 136 content
+near-duplicates were same-publisher items with different titles (Fox News, GMA News, ABS-CBN
+News, Sydney Morning Herald, CNN, 1News), removed from the digests as copies; the shared text
+also gave unrelated items common story terms and entities.
 
 A sentence is boilerplate of a document when at least ``min_items`` of its items contain it
 (compared lower-case, punctuation and spacing ignored). Stateless: one document at a time, so

@@ -1,10 +1,10 @@
 """Named entities without a model download: one capitalized-phrase extractor for dedup Layer 5
 and the digest's topic labels.
 
-000 Step 3 Layer 5 / 001 "Layer 5: Entity & Fact Overlap": "Extract named entities (people,
-organizations, locations) from both articles; IF entity overlap >= 80% AND publication dates
-within 24 hours THEN classify as 'same event, different coverage'". 000 Step 5 / 001: a topic's
-label is "[Named Entity]: [top terms]".
+Layer 5 (docs/rules.md#layer-5-same-event): two articles whose entities (people,
+organizations, places) overlap by 80 % or more and whose publication times are within 24 h are
+the same event. A digest topic's label names its most frequent entity
+(docs/rules.md#topic-clustering).
 
 :func:`capitalized_phrases` keeps runs of capitalized words (original case) minus stop and
 generic words; a lone capitalized word at the start of a sentence is undecidable and skipped.
@@ -185,8 +185,9 @@ def entity_keys(entities: Iterable[str]) -> frozenset[str]:
 
 
 def entity_overlap(a: Iterable[str], b: Iterable[str]) -> float:
-    """001 Layer 5 "entity overlap": |A ∩ B| / min(|A|, |B|) over entity keys (0 when either
-    side has none). "Same event" when >= 0.8 (seed) and the dates are within 24 h."""
+    """Layer 5 entity overlap: |A ∩ B| / min(|A|, |B|) over entity keys (0 when either side
+    has none). "Same event" when >= 0.8 and the dates are within 24 h
+    (docs/rules.md#layer-5-same-event)."""
     sa, sb = frozenset(a), frozenset(b)
     if not sa or not sb:
         return 0.0

@@ -1,4 +1,5 @@
-"""HTML and text rules of 000 Step 2: title cleaning, body sanitizing, plain text, counts."""
+"""HTML and text rules of normalization (docs/rules.md#html-and-text): title cleaning, body
+sanitizing, plain text, counts."""
 
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ def strip_dateline(text: str) -> str:
 
 
 def clean_title(raw: str | None) -> str:
-    """000 Step 2 title rule: strip HTML tags, decode entities (twice-escaped too), trim."""
+    """The title rule (docs/rules.md#html-and-text): strip HTML tags, decode entities
+    (twice-escaped too), trim."""
     if not raw:
         return ""
     t = html_to_text(raw)
@@ -170,12 +172,13 @@ def word_count(text: str) -> int:
 
 
 def reading_time_minutes(words: int, wpm: int = 238) -> float:
-    """000 Step 2: ``words / 238`` minutes, rounded to 0.1."""
+    """Reading time (docs/rules.md#html-and-text): ``words / 238`` minutes, rounded to 0.1."""
     return round(words / wpm, 1)
 
 
 def is_partial_content(text: str, words: int, max_words: int = 100) -> bool:
-    """000 Step 2: fewer than 100 words and ending in "..." or "[...]" (or "…")."""
+    """Partial content (docs/rules.md#html-and-text): fewer than 100 words and ending in "..."
+    or "[...]" (or "…")."""
     return 0 < words < max_words and bool(_TRUNCATION.search(text))
 
 

@@ -1,5 +1,5 @@
-"""Sentence splitting shared by dedup Layer 4 (001: "the first 3 non-trivial sentences") and
-the digest's extractive summaries.
+"""Sentence splitting shared by dedup Layer 4 (the first 3 non-trivial sentences,
+docs/rules.md#layer-4-body-fingerprints) and the digest's extractive summaries.
 
 Boundaries come from ``sentencex`` (Wikimedia's rule-based segmenter, Rust): it knows
 abbreviations and initials, so "the U.S. Supreme Court", "Robert F. Kennedy Jr.", "Feb. 28" and

@@ -1,10 +1,10 @@
 """Title normalization, tokenization and shingles for near-duplicate and story matching.
 
-Implements the normalization rule of 000 Step 3 Layer 3 ("Normalize titles: lowercase, strip
-punctuation, remove common prefixes ("Breaking:", "Update:", "ICYMI:", "JUST IN:")") and of
-001 "Layer 3: Title Similarity", extended with wire-service re-issue prefixes ("UPDATE 1-",
-"REFILE-", "CORRECTED-") and publisher suffixes (" - Reuters", " | BBC News") that make two
-copies of one story look different.
+Implements the title normalization of dedup Layer 3 (docs/rules.md#layer-3-title-similarity):
+lowercase, punctuation stripped, common prefixes removed ("Breaking:", "Update:", "ICYMI:",
+"JUST IN:"), wire-service re-issue prefixes ("UPDATE 1-", "REFILE-", "CORRECTED-") and
+publisher suffixes (" - Reuters", " | BBC News") too, which make two copies of one story look
+different.
 
 Everything here is pure and deterministic (no Python ``hash()``).
 """
@@ -34,7 +34,8 @@ __all__ = [
 
 # --- prefixes / suffixes -------------------------------------------------------------------
 
-#: 000 Step 3 / 001 Layer 3 prefixes plus wire-service re-issue tags ("UPDATE 1-", "REFILE-").
+#: Layer 3 title prefixes plus wire-service re-issue tags ("UPDATE 1-", "REFILE-")
+#: (docs/rules.md#layer-3-title-similarity).
 _PREFIX = re.compile(
     r"^\s*(?:"
     r"(?:breaking(?:\s+news)?|update[sd]?|updated|icymi|just\s+in|developing|exclusive|"
@@ -71,7 +72,7 @@ _APOS = re.compile(r"['\u2019]")
 _HEX_CHARS = frozenset("0123456789abcdef")
 
 #: Function words and headline filler: ignored for story matching (not for Layer 3 Jaccard,
-#: which works on the full normalized word set as the seed says).
+#: which works on the full normalized word set: docs/rules.md#layer-3-title-similarity).
 _STOPWORD_TEXT = """a an the and or but nor of to in on for at by with from as into onto over under about
     above below after before since until than then so if is are was were be been being am it
     its it's this that these those there here who whom whose which what when where why how
@@ -84,7 +85,7 @@ STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
 
 
 def strip_title_affixes(title: str, publisher: str | None = None) -> str:
-    """Drop 000 Step 3 prefixes ("Breaking:", "Update:", "UPDATE 1-", "ICYMI:", "JUST IN:") and
+    """Drop Layer 3 prefixes ("Breaking:", "Update:", "UPDATE 1-", "ICYMI:", "JUST IN:") and
     publisher suffixes (" - Reuters", " | BBC News"), keeping the original case.
 
     A suffix is removed when it names the article's ``publisher`` or looks like a publisher
@@ -120,8 +121,8 @@ def _norm_pub(s: str) -> str:
 
 
 def normalize_title(title: str, publisher: str | None = None) -> str:
-    """000 Step 3 Layer 3 normalization: affixes dropped, lowercase, punctuation stripped,
-    whitespace collapsed, accents kept (NFKC).
+    """Layer 3 title normalization (docs/rules.md#layer-3-title-similarity): affixes dropped,
+    lowercase, punctuation stripped, whitespace collapsed, accents kept (NFKC).
 
     >>> normalize_title("UPDATE 1-Fed holds rates - Reuters")
     'fed holds rates'
@@ -138,7 +139,7 @@ def normalize_title(title: str, publisher: str | None = None) -> str:
 
 
 def title_tokens(title: str, publisher: str | None = None) -> list[str]:
-    """Words of the normalized title, in order (the word set of 001 Layer 3 Jaccard)."""
+    """Words of the normalized title, in order (the word set of the Layer 3 Jaccard)."""
     return normalize_title(title, publisher).split()
 
 
@@ -201,7 +202,8 @@ def word_shingles(tokens: Sequence[str], k: int = 1) -> list[str]:
 
 
 def char_shingles(text: str, k: int = 5) -> list[str]:
-    """Character k-shingles of a normalized text (001 Layer 4 "k-shingle sets")."""
+    """Character k-shingles of a normalized text (Layer 4 body fingerprints use word shingles,
+    :func:`word_shingles`: docs/rules.md#layer-4-body-fingerprints)."""
     t = _WS.sub(" ", text).strip()
     if len(t) <= k:
         return [t] if t else []

@@ -44,8 +44,8 @@ def _porter() -> Any:
 
 
 def porter_stem(word: str) -> str:
-    """000 Step 5 "apply stemming (Porter stemmer or equivalent)": the stems of scoring, topic
-    and digest features (:func:`words` -> stem -> :func:`token_hash`).
+    """Porter stems (docs/rules.md#topic-clustering): the stems of scoring, topic and digest
+    features (:func:`words` -> stem -> :func:`token_hash`).
 
     >>> [porter_stem(w) for w in ("stocks", "rallied", "rallying", "companies")]
     ['stock', 'ralli', 'ralli', 'compani']
@@ -58,10 +58,11 @@ def porter_stem(word: str) -> str:
 def light_stem(word: str) -> str:
     """A tiny, deterministic plural stripper for story matching (dedup layers 3-5 terms).
 
-    Enough to make "merger"/"mergers" or "stock"/"stocks" one term; not used by the seed
-    Layer 3 Jaccard (which compares word sets as they are). Porter stems there instead were
-    measured (20k UCI rows: B-cubed F1 0.826 vs 0.822; the labelled real day 2020-05-06:
-    0.654 vs 0.676) -- no better overall, so story matching keeps this one.
+    Enough to make "merger"/"mergers" or "stock"/"stocks" one term; not used by the Layer 3
+    Jaccard, which compares word sets as they are (docs/rules.md#layer-3-title-similarity).
+    Porter stems there instead were measured (20k UCI rows: B-cubed F1 0.826 vs 0.822; the
+    labelled real day 2020-05-06: 0.654 vs 0.676) -- no better overall, so story matching
+    keeps this one.
 
     >>> [light_stem(w) for w in ("banks", "stories", "glass", "status")]
     ['bank', 'story', 'glass', 'status']
@@ -216,7 +217,7 @@ def first_words(text: str, n: int) -> str:
 
 
 def doc_text(title: str, body_text: str, *, title_weight: int = 2, body_words: int = 200) -> str:
-    """``title`` x ``title_weight`` + the first ``body_words`` words of the body (000 Step 5)."""
+    """``title`` x ``title_weight`` + the first ``body_words`` words of the body (docs/rules.md#topic-clustering)."""
     return " ".join([title] * title_weight + [first_words(body_text, body_words)])
 
 
