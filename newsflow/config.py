@@ -30,6 +30,7 @@ import difflib
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_type_hints
 from zoneinfo import ZoneInfo, available_timezones
@@ -48,7 +49,7 @@ from pydantic_settings import EnvSettingsSource, NoDecode
 
 from newsflow.clustering.topics import TopicConfig
 from newsflow.connectors.http_fetch import FetchConfig
-from newsflow.dedup.stories import PRESETS, TUNED, StoryConfig
+from newsflow.dedup.story_config import StoryConfig
 from newsflow.digest.config import DigestConfig
 from newsflow.feeds.normalize import NormalizeConfig
 from newsflow.feeds.tiers import BUILTIN_TIERS, NO_TABLE, SourceTiers, load_source_tiers
@@ -220,121 +221,6 @@ class DedupSettings(Section):
         return _ms(self.window_hours)
 
 
-# ------------------------------------------------------------------------------ stories
-_S = TUNED
-
-
-class StorySettings(Section):
-    """Step 3, layers 3-5, and story ids (builds ``StoryConfig``). ``preset`` picks a measured
-    set of defaults (``newsflow.dedup.stories.PRESETS``); keys set beside it override it."""
-
-    #: story state keys: stories are assigned per feed category, hashed into this many keys
-    shards: int = Field(8, ge=1, le=1024)
-    preset: Literal["seed", "tuned", "seed-jaro-winkler", "seed-simhash", "seed-overlap",
-                    "tuned-entities", "tuned-overlap", "story-only", "headlines-2014"] = "tuned"
-    window_hours: float = Field(_hours(_S.window_ms), gt=0)
-    slab_hours: float = Field(_hours(_S.slab_ms), gt=0)
-    title_measure: Literal["jaccard", "overlap", "jaro_winkler"] = _S.title_measure  # type: ignore[assignment]
-    title_threshold: float = Field(_S.title_threshold, ge=0, le=2)
-    title_threshold_short: float = Field(_S.title_threshold_short, ge=0, le=2)
-    short_title_words: int = Field(_S.short_title_words, ge=0)
-    content_measure: Literal["minhash", "simhash"] = _S.content_measure  # type: ignore[assignment]
-    minhash_threshold: float = Field(_S.minhash_threshold, ge=0, le=1)
-    simhash_max_hamming: int = Field(_S.simhash_max_hamming, ge=0, le=64)
-    num_perm: int = Field(_S.num_perm, ge=16)
-    lsh_bands: int = Field(_S.lsh_bands, ge=1)
-    lsh_rows: int = Field(_S.lsh_rows, ge=1)
-    body_shingle_words: int = Field(_S.body_shingle_words, ge=1)
-    min_sentence_matches: int = Field(_S.min_sentence_matches, ge=0)
-    entity_threshold: float = Field(_S.entity_threshold, ge=0, le=1)
-    entity_min_keys: int = Field(_S.entity_min_keys, ge=0)
-    same_event_hours: float = Field(_hours(_S.same_event_ms), gt=0)
-    use_entity_layer: bool = _S.use_entity_layer
-    story_match: bool = _S.story_match
-    story_threshold: float = Field(_S.story_threshold, ge=0, le=1)
-    story_threshold_decay: float = Field(_S.story_threshold_decay, ge=0)
-    story_idle_hours: float = Field(_hours(_S.story_idle_ms), gt=0)
-    bigram_weight: float = Field(_S.bigram_weight, ge=0)
-    slug_weight: float = Field(_S.slug_weight, ge=0)
-    body_term_words: int = Field(_S.body_term_words, ge=0)
-    body_term_weight: float = Field(_S.body_term_weight, ge=0)
-    centroid_max_terms: int = Field(_S.centroid_max_terms, ge=1)
-    reopen_closed_stories: bool = _S.reopen_closed_stories
-    max_bucket: int = Field(_S.max_bucket, ge=1)
-    max_postings: int = Field(_S.max_postings, ge=1)
-    max_candidates: int = Field(_S.max_candidates, ge=1)
-    #: body words fingerprinted by MinHash/SimHash (a bound on bad input)
-    max_body_words: int = Field(_S.max_body_words, ge=1)
-    # story matching options (see StoryConfig in newsflow/dedup/stories.py)
-    story_score: Literal["centroid", "average"] = _S.story_score  # type: ignore[assignment]
-    story_min_average: float = Field(_S.story_min_average, ge=0, le=1)
-    story_generic_df: float = Field(_S.story_generic_df, ge=0, le=1)
-    story_min_specific: float = Field(_S.story_min_specific, ge=0)
-    story_min_concepts: int = Field(_S.story_min_concepts, ge=0)
-    #: the threshold when the stream is redundant (0 = story_threshold always)
-    story_threshold_dense: float = Field(_S.story_threshold_dense, ge=0, le=1)
-    same_publisher_factor: float = Field(_S.same_publisher_factor, ge=0)
-    follow_same_publisher_duplicates: bool = _S.follow_same_publisher_duplicates
-    redundancy_low: float = Field(_S.redundancy_low, ge=0, le=1)
-    redundancy_high: float = Field(_S.redundancy_high, ge=0, le=1)
-    #: story_idle_hours when the stream is redundant (0 = story_idle_hours always)
-    story_idle_dense_hours: float = Field(_hours(_S.story_idle_ms_dense), ge=0)
-    redundancy_min_articles: int = Field(_S.redundancy_min_articles, ge=0)
-    #: the redundancy prior remembers the rate of expired slabs (a gap keeps the regime)
-    redundancy_memory: bool = _S.redundancy_memory
-    #: story_threshold_decay on a redundant stream (negative: story_threshold_decay)
-    story_threshold_decay_dense: float = Field(_S.story_threshold_decay_dense, ge=-1)
-    #: late merges of open stories on a redundant stream: centroid cosine (0 = off)
-    story_merge_dense: float = Field(_S.story_merge_dense, ge=0, le=1)
-    #: a story is a late-merge candidate when the article reaches this share of its threshold
-    story_merge_reach: float = Field(_S.story_merge_reach, ge=0, le=1)
-    #: a dated title does not join a story whose titles from its publisher name other days
-    story_date_veto: bool = _S.story_date_veto
-    #: sparse stream: no story whose members named only other people / places than the article
-    story_name_veto: bool = _S.story_name_veto
-    #: sparse stream: threshold x this for a story sharing story_name_min_shared of the
-    #: article's rare names (in at most story_name_rare_df of the window's documents); 1 = off
-    story_name_boost: float = Field(_S.story_name_boost, gt=0, le=1)
-    story_name_rare_df: float = Field(_S.story_name_rare_df, ge=0, le=1)
-    story_name_min_shared: int = Field(_S.story_name_min_shared, ge=1)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _preset_defaults(cls, data: Any) -> Any:
-        """Keys not given take the preset's value (the field defaults are the "tuned" preset)."""
-        if not isinstance(data, Mapping) or data.get("preset") in (None, "tuned"):
-            return data
-        preset = PRESETS.get(str(data["preset"]))
-        if preset is None:
-            return data  # the Literal reports it
-        base = _story_fields(preset)
-        return {**{k: v for k, v in base.items() if k in cls.model_fields}, **data}
-
-    @model_validator(mode="after")
-    def _check(self) -> StorySettings:
-        if self.lsh_bands * self.lsh_rows > self.num_perm:
-            msg = f"lsh_bands * lsh_rows ({self.lsh_bands * self.lsh_rows}) exceeds num_perm ({self.num_perm})"
-            raise ValueError(msg)
-        return self
-
-    def to_config(self) -> StoryConfig:
-        d = self.model_dump(exclude={"shards", "preset"})
-        for name in ("window", "slab", "same_event", "story_idle"):
-            d[f"{name}_ms"] = _ms(d.pop(f"{name}_hours"))
-        d["story_idle_ms_dense"] = _ms(d.pop("story_idle_dense_hours"))
-        # the preset is the base: a StoryConfig field the tree does not list keeps its value
-        return dataclasses.replace(PRESETS[self.preset], **d)
-
-
-def _story_fields(c: StoryConfig) -> dict[str, Any]:
-    d = dataclasses.asdict(c)
-    d.pop("name")
-    for name in ("window", "slab", "same_event", "story_idle"):
-        d[f"{name}_hours"] = _hours(d.pop(f"{name}_ms"))
-    d["story_idle_dense_hours"] = _hours(d.pop("story_idle_ms_dense"))
-    return d
-
-
 # ------------------------------------------------------------------------------ scoring
 _C = ScoreConfig()
 _W = dict(zip(COMPONENTS, _C.weights, strict=True))
@@ -437,20 +323,33 @@ class TopicSettings(Section):
 
 
 # ------------------------------------------------------------------------------ dataclass sections
-def _section_from(cls: type, name: str, *, exclude: tuple[str, ...] = (),
-                  base: Any = None, **overrides: tuple[Any, dict[str, Any]]) -> type[Section]:
+#: generated section -> its dataclass fields given in hours: {field (ms): key (hours)}
+_HOURS: dict[type, dict[str, str]] = {}
+
+
+def _section_from(cls: type, name: str, *, exclude: tuple[str, ...] = (), base: Any = None,
+                  hours: Mapping[str, str] | None = None,
+                  **overrides: tuple[Any, dict[str, Any]]) -> type[Section]:
     """A section whose keys, types and defaults are those of the frozen dataclass ``cls``:
-    numbers must be >= 0 unless ``overrides`` gives ``(type, Field kwargs)`` for a key."""
+    numbers must be >= 0 unless ``overrides`` gives ``(type, Field kwargs)`` for a field.
+    ``hours`` names the fields in milliseconds that operators set in hours, and their keys
+    (``window_ms`` -> ``window_hours``); :func:`_dump` converts them back."""
     hints = get_type_hints(cls)
     defaults = base if base is not None else cls()
+    hours = dict(hours or {})
     spec: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name in exclude:
             continue
         tp, kw = overrides.get(f.name, (hints[f.name], {"ge": 0} if hints[f.name] in (int, float) else {}))
-        spec[f.name] = (tp, Field(getattr(defaults, f.name), **kw))
+        default = getattr(defaults, f.name)
+        if f.name in hours:
+            spec[hours[f.name]] = (tp, Field(_hours(default), **kw))
+        else:
+            spec[f.name] = (tp, Field(default, **kw))
     model = create_model(name, __base__=Section, __doc__=f"Builds ``{cls.__name__}``.", **spec)
     model.__module__ = __name__
+    _HOURS[model] = hours
     return model
 
 
@@ -502,6 +401,36 @@ class DigestSettings(_DigestParams):  # type: ignore[misc,valid-type]
         return DigestSchedule(tz=self.tz, types=types)
 
 
+# ------------------------------------------------------------------------------ stories
+_StoryParams = _section_from(
+    StoryConfig, "_StoryParams",
+    hours={"window_ms": "window_hours", "story_idle_ms": "story_idle_hours",
+           "story_idle_ms_dense": "story_idle_dense_hours"},
+    window_ms=(float, {"gt": 0, "le": 24 * 365}),
+    # (above 1 a title never matches: Layer 3 off)
+    title_threshold=(float, {"ge": 0, "le": 2}),
+    title_threshold_short=(float, {"ge": 0, "le": 2}),
+    story_threshold=(float, {"ge": 0, "le": 1}),
+    story_threshold_dense=(float, {"gt": 0, "le": 1}),
+    story_idle_ms=(float, {"gt": 0}),
+    story_idle_ms_dense=(float, {"gt": 0}),
+    max_body_words=(int, {"ge": 1}),
+    max_bucket=(int, {"ge": 1}),
+    max_postings=(int, {"ge": 1}),
+    max_candidates=(int, {"ge": 1}),
+)
+
+
+class StorySettings(_StoryParams):  # type: ignore[misc,valid-type]
+    """Step 3, layers 3-4, and story ids (builds ``StoryConfig``; docs/user-guide.md, "Stories")."""
+
+    #: story state keys: stories are assigned per feed category, hashed into this many keys
+    shards: int = Field(8, ge=1, le=1024)
+
+    def to_config(self) -> StoryConfig:
+        return StoryConfig(**_dump(self, exclude={"shards"}))
+
+
 # ------------------------------------------------------------------------------ poller
 _FetchSettings = _section_from(
     FetchConfig, "FetchSettings",
@@ -543,9 +472,14 @@ class PollerSettings(Section):
     policy: _PolicySettings = _PolicySettings()  # type: ignore[valid-type]
 
 
-def _dump(section: Any) -> dict[str, Any]:
-    """A generated section (see :func:`_section_from`) as keyword arguments of its dataclass."""
-    return dict(section.model_dump())
+def _dump(section: Any, exclude: AbstractSet[str] = frozenset()) -> dict[str, Any]:
+    """A generated section (see :func:`_section_from`) as keyword arguments of its dataclass
+    (without the keys in ``exclude``, which a subclass adds)."""
+    d = dict(section.model_dump(exclude=set(exclude)))
+    hours = next(_HOURS[c] for c in type(section).__mro__ if c in _HOURS)
+    for field, key in hours.items():
+        d[field] = _ms(d.pop(key))
+    return d
 
 
 # ------------------------------------------------------------------------------ profiles
@@ -756,6 +690,25 @@ MOVED = {
 }
 
 
+#: keys that no longer exist (shown in the "unknown key" message): the story step is one
+#: algorithm, and the values nobody tunes per deployment are constants of its modules
+REMOVED = dict.fromkeys(
+    (f"stories.{k}" for k in (
+        "preset", "slab_hours", "title_measure", "short_title_words", "content_measure",
+        "minhash_threshold", "simhash_max_hamming", "num_perm", "lsh_bands", "lsh_rows",
+        "body_shingle_words", "min_sentence_matches", "entity_threshold", "entity_min_keys",
+        "same_event_hours", "use_entity_layer", "story_match", "story_threshold_decay",
+        "bigram_weight", "slug_weight", "body_term_words", "body_term_weight",
+        "centroid_max_terms", "reopen_closed_stories", "story_score", "story_min_average",
+        "story_generic_df", "story_min_specific", "story_min_concepts", "same_publisher_factor",
+        "follow_same_publisher_duplicates", "redundancy_low", "redundancy_high",
+        "redundancy_min_articles", "redundancy_memory", "story_threshold_decay_dense",
+        "story_merge_dense", "story_merge_reach", "story_date_veto", "story_name_veto",
+        "story_name_boost", "story_name_rare_df", "story_name_min_shared")),
+    'the story step has one algorithm; its keys are listed in docs/user-guide.md, "Stories"',
+)
+
+
 # ------------------------------------------------------------------------------ loading
 def _paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     """Every key path of the tree (sections and leaves)."""
@@ -787,6 +740,8 @@ def _loc(loc: tuple[Any, ...]) -> str:
 def _describe(err: Mapping[str, Any], where: str, key: str) -> str:
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
+        if key in REMOVED:
+            return f"{where}unknown key {key!r}: removed ({REMOVED[key]})"
         last = key.rsplit(".", 1)[-1]
         if key in MOVED or last in MOVED:
             return f"{where}unknown key {key!r}: it is now {MOVED.get(key, MOVED.get(last))}"
@@ -850,6 +805,10 @@ def read_env(env: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict
             path = next((p for n, p in known.items() if up.startswith(n + ENV_DELIMITER)
                          and isinstance(_field_default(p), dict)), None)
         if path is None:
+            gone = next((k for k in REMOVED if _env_name(k) == up), None)
+            if gone is not None:
+                msg = f"unknown environment variable {var}: key {gone!r} removed ({REMOVED[gone]})"
+                raise ConfigError(msg)
             guess = _suggest(up, sorted(known))
             msg = f"unknown environment variable {var}{guess} (keys are NEWSFLOW_<SECTION>__<KEY>, e.g. NEWSFLOW_DEDUP__WINDOW_HOURS)"
             raise ConfigError(msg)
@@ -929,8 +888,6 @@ def load_with_sources(path: str | Path | None = None, env: Mapping[str, str] | N
             sources[key] = f"env {env_names.get(key) or next(v for n, v in env_names.items() if key.startswith(n + '.'))}"
         elif key in file_leaves or any(x.startswith(key + ".") for x in file_leaves) or _inside(key, file_leaves):
             sources[key] = f"file {path}"
-        elif key.startswith("stories.") and settings.stories.preset != "tuned":
-            sources[key] = f"preset {settings.stories.preset}"
         else:
             sources[key] = "default"
     return settings, sources

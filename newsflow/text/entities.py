@@ -22,7 +22,6 @@ from newsflow.text.tokenize import STOP_WORDS
 __all__ = [
     "capitalized_phrases",
     "entity_keys",
-    "entity_overlap",
     "extract_entities",
     "is_title_case",
     "with_of_phrase",
@@ -182,15 +181,6 @@ def entity_keys(entities: Iterable[str]) -> frozenset[str]:
     """Single-word keys of entity phrases ("barack obama" -> {"barack", "obama"}), so that a
     later headline saying just "Obama" still overlaps."""
     return frozenset(part for e in entities for part in e.split())
-
-
-def entity_overlap(a: Iterable[str], b: Iterable[str]) -> float:
-    """001 Layer 5 "entity overlap": |A ∩ B| / min(|A|, |B|) over entity keys (0 when either
-    side has none). "Same event" when >= 0.8 (seed) and the dates are within 24 h."""
-    sa, sb = frozenset(a), frozenset(b)
-    if not sa or not sb:
-        return 0.0
-    return len(sa & sb) / min(len(sa), len(sb))
 
 
 #: " of " and a capitalized name after an entity ("Isle" -> "Isle of Wight", "Bank of England"),
