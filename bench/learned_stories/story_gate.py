@@ -1,6 +1,6 @@
 """The learned pair model as a precision gate on the cascade: :class:`GatedStoryAssigner`.
 
-The hand-tuned cascade (:meth:`~newsflow.dedup.stories.StoryAssigner.assign`) proposes the
+The hand-tuned cascade (:meth:`~newsflow.dedup.story_assigner.StoryAssigner.assign`) proposes the
 story an article joins (through a layer 3-4 near-duplicate or the story centroid) and the
 stories a dense stream merges into it; the pair model
 (:class:`~learned_stories.story_model.StoryModel`, the features of

@@ -1,7 +1,7 @@
 """The learned story decision: :class:`LearnedStoryAssigner` (pure domain code).
 
-The same state as :class:`~newsflow.dedup.stories.StoryAssigner` (band index, story postings,
-story centroids, IDF over the window; layers 3-5 decide the dispositions), with one story
+The same state as :class:`~newsflow.dedup.story_assigner.StoryAssigner` (band index, story postings,
+story centroids, IDF over the window; layers 3-4 decide the dispositions), with one story
 decision in place of the hand-tuned cascade: every open candidate story (those sharing terms with
 the article in the story postings, the ``max_candidates`` of highest cosine, and the story of its
 layer 3-4 near-duplicate) gets the pair features of :func:`~learned_stories.story_model.pair_features`

@@ -75,7 +75,7 @@ class StoryAssignment(NamedTuple):
     story_id: str
     disposition: Disposition
     layer: str | None
-    matched_ref: str | None  # article matched (layers 3-5) or the story's first article (story)
+    matched_ref: str | None  # article matched (layers 3-4) or the story's first article (story)
     score: float
     story_size: int
     story_publishers: int
@@ -224,7 +224,7 @@ class _TermStats:
 
 
 class StoryAssigner:
-    """Layers 3-5 + story ids in one process, its state split the way a dataflow keys it.
+    """Layers 3-4 + story ids in one process, its state split the way a dataflow keys it.
 
     - ``band_shards`` :class:`BandIndex` shards, a bucket key routed by :func:`key_shard`;
     - article records (features of the window) and story states keyed by id;

@@ -3,7 +3,7 @@
     raw (keyed by input partition)
       -> parse      parse + normalize; event-time clock; ticks      [key: input partition]
       -> dedup      exact dedup, layers 1-2 (GUID, canonical URL)   [key: dedup.shards domain shards]
-      -> stories    tick-aligned merge; layers 3-5 + story ids;     [key: K shards by a stable
+      -> stories    tick-aligned merge; layers 3-4 + story ids;     [key: K shards by a stable
                     importance score; online topic (river k-means)   hash of the feed category]
       -> digests    event-time digest windows (morning/midday/evening/weekly/rolling):
                     feeders: entries to windows, seals              [key: the story shard's]

@@ -1,15 +1,11 @@
-"""Named entities without a model download: one capitalized-phrase extractor for dedup Layer 5
-and the digest's topic labels.
+"""Named entities without a model download: one capitalized-phrase extractor for the story
+step's name keys (the name veto), story labels and the digest's topic labels.
 
-000 Step 3 Layer 5 / 001 "Layer 5: Entity & Fact Overlap": "Extract named entities (people,
-organizations, locations) from both articles; IF entity overlap >= 80% AND publication dates
-within 24 hours THEN classify as 'same event, different coverage'". 000 Step 5 / 001: a topic's
-label is "[Named Entity]: [top terms]".
+000 Step 5 / 001: a topic's label is "[Named Entity]: [top terms]".
 
 :func:`capitalized_phrases` keeps runs of capitalized words (original case) minus stop and
 generic words; a lone capitalized word at the start of a sentence is undecidable and skipped.
-Layer 5 compares the lower-cased single-word keys (:func:`entity_keys`). Its quality on real
-headlines is measured in ``bench/README-stories.md`` (Layer 5 precision/recall).
+Names are compared as lower-cased single-word keys (:func:`entity_keys`).
 """
 
 from __future__ import annotations
@@ -167,7 +163,7 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True,
 
 
 def extract_entities(text: str, max_entities: int = 12) -> list[str]:
-    """Layer 5 entities: :func:`capitalized_phrases` lower-cased, deduplicated, in order.
+    """Entities of a text: :func:`capitalized_phrases` lower-cased, deduplicated, in order.
 
     >>> extract_entities("Barack Obama meets Angela Merkel in Berlin")
     ['barack obama', 'angela merkel', 'berlin']
