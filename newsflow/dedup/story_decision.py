@@ -135,7 +135,6 @@ def story_id_for(first_article_id: str) -> str:
     return "s" + stable_id("story", first_article_id)
 
 
-
 #: loose name keys a story keeps
 MAX_NAMES = 256
 
@@ -158,7 +157,8 @@ class StoryState:
     #: the date veto)
     dates: tuple[str, ...] = ()
     #: what the members named (:func:`~newsflow.dedup.story_features.name_keys`, sure /
-    #: loose; the name veto); no more are added once ``MAX_NAMES`` loose keys are kept (a big story vetoes less, never more)
+    #: loose; the name veto); no more are added once ``MAX_NAMES`` loose keys are kept (a big
+    #: story vetoes less, never more)
     names: frozenset[str] = frozenset()
     name_words: frozenset[str] = frozenset()
 
