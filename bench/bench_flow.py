@@ -62,7 +62,8 @@ def stage_costs(archive: Path) -> dict[str, float]:
         decided.append((a, sh.process(a)))
     t3 = time.perf_counter()
     from newsflow.clustering.topics import OnlineTopics, annotate
-    from newsflow.dedup.stories import StoryAssigner, featurize_batch
+    from newsflow.dedup.story_assigner import StoryAssigner
+    from newsflow.dedup.story_features import featurize_batch
 
     kept = [(a, info) for a, info in decided if info is not None]
     assigner, topics = StoryAssigner(), OnlineTopics()

@@ -194,7 +194,7 @@ def pickling(archive: str, polls: int = 300, rounds: int = 5) -> None:
 
     sys.path.insert(0, str(ROOT))
     from newsflow.connectors.files import iter_archive
-    from newsflow.dedup.stories import StoryFeatures, StoryInput, featurize_batch
+    from newsflow.dedup.story_features import StoryFeatures, StoryInput, featurize_batch
     from newsflow.feeds.normalize import normalize_payload
     from newsflow.model import messages, records
     from newsflow.model.records import DedupInfo

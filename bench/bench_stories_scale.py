@@ -1,7 +1,6 @@
 """Cost per article and state bytes per article of the StoryAssigner at growing window sizes.
 
     python bench/bench_stories_scale.py [--sizes 10000,100000,1000000] [--measure 20000]
-                                        [--preset tuned]
 
 For each size N, UCI headlines are replayed (copy k of a row gets id "<id>#k", so a title comes
 back once per 266,965 rows) with event times spaced so that the 72 h window holds N articles,
@@ -23,13 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from newsflow.dedup.stories import (
-    PRESETS,
-    StoryAssigner,
-    StoryFeatures,
-    StoryInput,
-    featurize_batch,
-)
+from newsflow.dedup.story_assigner import StoryAssigner
+from newsflow.dedup.story_config import StoryConfig
+from newsflow.dedup.story_features import StoryFeatures, StoryInput, featurize_batch
 
 DATA = ROOT.parent / "shared/data/uci-news/uci_news_2014-03_05.daily_shuffled.jsonl.gz"
 T0 = 1_396_310_400_000  # 2014-04-01T00:00Z
@@ -44,8 +39,8 @@ class _Count:
         return len(b)
 
 
-def base_features(limit: int, preset: str) -> list[StoryFeatures]:
-    cfg = PRESETS[preset]
+def base_features(limit: int) -> list[StoryFeatures]:
+    cfg = StoryConfig()
     rows = []
     with gzip.open(DATA, "rt", encoding="utf-8") as f:
         for line in f:
@@ -67,12 +62,11 @@ def replay(base: list[StoryFeatures], i: int, spacing_ms: float) -> StoryFeature
     f = base[i % len(base)]
     k = i // len(base)
     return StoryFeatures(f"{f.ref}#{k}" if k else f.ref, f.publisher, T0 + int(i * spacing_ms),
-                         f.words, f.title_keys, f.body_keys, f.body_sig, f.simhash, f.sentences,
-                         f.entities, f.terms)
+                         f.words, f.title_keys, f.body_keys, f.body_sig, f.sentences, f.terms)
 
 
-def run_size(base: list[StoryFeatures], n: int, measure: int, preset: str) -> dict:
-    cfg = PRESETS[preset]
+def run_size(base: list[StoryFeatures], n: int, measure: int) -> dict:
+    cfg = StoryConfig()
     spacing = cfg.window_ms / n
     sa = StoryAssigner(cfg)
     fill_t = time.process_time()
@@ -103,12 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--measure", type=int, default=20000)
-    ap.add_argument("--preset", default="tuned", choices=sorted(PRESETS))
     ap.add_argument("--base-rows", type=int, default=266965)
     args = ap.parse_args(argv)
-    base = base_features(args.base_rows, args.preset)
+    base = base_features(args.base_rows)
     for n in (int(x) for x in args.sizes.split(",")):
-        print(json.dumps({"preset": args.preset, **run_size(base, n, args.measure, args.preset)}), flush=True)
+        print(json.dumps(run_size(base, n, args.measure)), flush=True)
     return 0
 
 

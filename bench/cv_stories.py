@@ -9,7 +9,7 @@ replayed with it and scored as ``../shared/tools/score_real_day.py`` scores (B-c
 P/R/F1 over the labelled items). The gate (``learned_stories/story_gate.py``: the cascade proposes,
 the pair model vetoes) is trained the same way on the cascade's proposals of the other days, its
 threshold chosen inside them. The baseline row is the flow's story step (the hand-tuned
-cascade, ``TUNED``) on the same articles records; both rows give the story step's CPU per article
+cascade, ``StoryConfig()``) on the same articles records; both rows give the story step's CPU per article
 record (timed after one untimed warm-up replay of the day). UCI (``../shared/data/uci-news``,
 months no model was trained on): the first ``--uci-rows`` rows, one assigner per category as the
 flow keys them, scored by ``score_stories.py --by-day`` (B-cubed F1), with the models trained on all
@@ -36,7 +36,12 @@ from learned_stories.story_learned import LearnedStoryAssigner
 from learned_stories.story_model import StoryModel
 
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.dedup.stories import TUNED, StoryAssigner, StoryInput, featurize_batch
+from newsflow.dedup.story_assigner import StoryAssigner
+from newsflow.dedup.story_config import StoryConfig
+from newsflow.dedup.story_features import StoryInput, featurize_batch
+
+#: the flow's story configuration (the defaults)
+CONFIG = StoryConfig()
 
 UCI = tsm.SHARED / "data/uci-news/uci_news_2014-03_05.daily_shuffled.jsonl.gz"
 UCI_SCORER = tsm.SHARED / "tools/score_stories.py"
@@ -44,9 +49,9 @@ ALGORITHMS = ("baseline", "learned", "gate")
 
 
 def assign_baseline(day: tsm.Day) -> tuple[dict[str, str], float]:
-    """Story id per labelled link with the flow's story step (the hand-tuned cascade, TUNED),
+    """Story id per labelled link with the flow's story step (the hand-tuned cascade, the default StoryConfig),
     and its CPU seconds per article record."""
-    sa = StoryAssigner(TUNED)
+    sa = StoryAssigner(CONFIG)
     story: dict[str, str] = {}
     c0 = time.process_time()
     for r, f in zip(day.records, day.features, strict=True):
@@ -89,13 +94,13 @@ def uci_assign(rows: list[dict], model: StoryModel | None, gate: bool = False) -
     inputs = [StoryInput(str(r["id"]), r["title"], r.get("url"), r.get("source") or r.get("hostname") or "",
                          iso_to_ms(r["time"])) for r in rows]
     for i in range(0, len(inputs), 500):
-        for r, f in zip(rows[i:i + 500], featurize_batch(inputs[i:i + 500], TUNED), strict=True):
+        for r, f in zip(rows[i:i + 500], featurize_batch(inputs[i:i + 500], CONFIG), strict=True):
             sa = assigners.get(r["category"])
             if sa is None:
                 sa = assigners[r["category"]] = (
-                    StoryAssigner(TUNED) if model is None
-                    else GatedStoryAssigner(TUNED, model=model) if gate
-                    else LearnedStoryAssigner(TUNED, model=model))
+                    StoryAssigner(CONFIG) if model is None
+                    else GatedStoryAssigner(CONFIG, model=model) if gate
+                    else LearnedStoryAssigner(CONFIG, model=model))
             out.append(sa.assign(f).story_id)
     return out
 

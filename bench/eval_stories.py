@@ -1,6 +1,6 @@
 """Replay the UCI News Aggregator month through the StoryAssigner and score story ids.
 
-    python bench/eval_stories.py [--limit N] [--preset tuned] [--out DIR] [--no-score]
+    python bench/eval_stories.py [--limit N] [--set FIELD=VALUE ...] [--out DIR] [--no-score]
 
 Reads ../shared/data/uci-news/uci_news_2014-03_05.daily_shuffled.jsonl.gz in file order (never
 copied into the repo), builds one article per row (title, url, publisher = source, time; UCI has
@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.dedup.stories import PRESETS, StoryAssigner, StoryConfig, StoryInput, featurize_batch
+from newsflow.dedup.story_assigner import StoryAssigner
+from newsflow.dedup.story_config import StoryConfig
+from newsflow.dedup.story_features import StoryInput, featurize_batch
 
 SHARED = ROOT.parent / "shared"
 DATA = SHARED / "data/uci-news/uci_news_2014-03_05.daily_shuffled.jsonl.gz"
@@ -66,7 +68,7 @@ def resolve_merges(story_id: str, merged_into: dict[str, str]) -> str:
 
 
 def parse_sets(sets: list[str], cfg: StoryConfig) -> StoryConfig:
-    """``--set name=value`` overrides of a preset's :class:`StoryConfig` fields."""
+    """``--set name=value`` overrides of :class:`StoryConfig` fields."""
     types = {f.name: f.type for f in fields(StoryConfig)}
     kw: dict[str, object] = {}
     for s in sets:
@@ -88,12 +90,11 @@ def flow_order(rows: list[dict]) -> list[dict]:
     return [r for g in groups.values() for r in g]  # dicts keep first-appearance order
 
 
-def run(rows: list[dict], preset: str | StoryConfig, band_shards: int = 1, batch: int = 500,
+def run(rows: list[dict], cfg: StoryConfig, band_shards: int = 1, batch: int = 500,
         partition_by: str | None = None) -> tuple:
     """Featurize in batches and assign in file order. ``partition_by`` (e.g. "category"):
     one independent StoryAssigner per value of that row field — the keyed layout a dataflow
     can use (``key_on(category)``), each key with its own state and IDF."""
-    cfg = PRESETS[preset] if isinstance(preset, str) else preset
     inputs = [
         StoryInput(str(r["id"]), r["title"], r.get("url"), r.get("source") or r.get("hostname") or "",
                    iso_to_ms(r["time"]))
@@ -140,7 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--preset", default="tuned", choices=sorted(PRESETS))
     ap.add_argument("--band-shards", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("/tmp/newsflow-eval-stories"))
     ap.add_argument("--partition-by", default=None,
@@ -150,20 +150,20 @@ def main(argv: list[str] | None = None) -> int:
                          "category as import-uci writes them) and one assigner per category")
     ap.add_argument("--no-score", action="store_true")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                    help="override a StoryConfig field of the preset (repeatable)")
+                    help="override a StoryConfig field (repeatable)")
     args = ap.parse_args(argv)
 
     rows = load_rows(args.data, args.limit)
     if args.flow_order:
         rows = flow_order(rows)
         args.partition_by = "category"
-    cfg = parse_sets(args.set, PRESETS[args.preset])
+    cfg = parse_sets(args.set, StoryConfig())
     out, dt, cpu, _sa = run(rows, cfg, args.band_shards, partition_by=args.partition_by)
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = f"-by-{args.partition_by}" if args.partition_by else ""
     suffix += "-flow-order" if args.flow_order else ""
     tag = "-" + hashlib.sha1("\n".join(args.set).encode()).hexdigest()[:10] if args.set else ""
-    pred_path = args.out / f"pred-{args.preset}{suffix}{tag}.jsonl"
+    pred_path = args.out / f"pred{suffix}{tag}.jsonl"
     gold_path = args.out / f"gold-{len(rows)}.jsonl"
     with open(pred_path, "w", encoding="utf-8") as f:
         for r, a in zip(rows, out, strict=True):
@@ -172,7 +172,6 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             f.write(json.dumps({"id": str(r["id"]), "story": r["story"], "time": r["time"]}) + "\n")
     result = {
-        "preset": args.preset,
         "sets": args.set,
         "partition_by": args.partition_by,
         "rows": len(rows),

@@ -1,6 +1,6 @@
 """Story quality on the hand-labelled real day, story step only (fast loop for variants).
 
-    python bench/eval_stories_realday.py --articles /tmp/rd/articles.jsonl [--preset tuned]
+    python bench/eval_stories_realday.py --articles /tmp/rd/articles.jsonl
         [--set story_threshold=0.3 ...] [--show-merges]
         [--partition-by title-entity|title-word|publisher --shards N]
 
@@ -41,7 +41,9 @@ from score_real_day import scores
 
 from newsflow.core.hashing import shard_of
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.dedup.stories import PRESETS, StoryAssigner, StoryConfig, StoryInput, featurize_batch
+from newsflow.dedup.story_assigner import StoryAssigner
+from newsflow.dedup.story_config import StoryConfig
+from newsflow.dedup.story_features import StoryInput, featurize_batch
 from newsflow.text.entities import entity_keys, extract_entities
 from newsflow.text.titles import content_tokens, title_tokens
 
@@ -98,19 +100,18 @@ def assign(recs: list[dict], cfg: StoryConfig, partition_by: str | None = None, 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--articles", type=Path, required=True)
-    ap.add_argument("--preset", default="tuned")
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--show-merges", action="store_true")
     ap.add_argument("--partition-by", choices=PARTITIONS, default=None)
     ap.add_argument("--shards", type=int, default=1)
     args = ap.parse_args()
-    cfg = parse_sets(args.set, PRESETS[args.preset])
+    cfg = parse_sets(args.set, StoryConfig())
     recs = load(args.articles)
     story, info, sizes = assign(recs, cfg, args.partition_by, args.shards if args.partition_by else 1)
     gold_rows = [json.loads(line) for line in GOLD.open()]
     gold = {g["id"]: g["story"] for g in gold_rows}
     pred = {g["id"]: story[g["link"]] for g in gold_rows}
-    out = {"config": cfg.name, "sets": args.set, "pred_stories": len(set(pred.values()))}
+    out = {"sets": args.set, "pred_stories": len(set(pred.values()))}
     if args.partition_by:
         out.update(partition_by=args.partition_by, shards=args.shards,
                    largest_shard_share=round(max(sizes) / sum(sizes), 3))

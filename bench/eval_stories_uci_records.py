@@ -31,17 +31,18 @@ from eval_stories import flow_seq_key, parse_sets, resolve_merges
 from score_stories import score
 
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.dedup.stories import PRESETS, StoryAssigner, StoryInput, featurize_batch
+from newsflow.dedup.story_assigner import StoryAssigner
+from newsflow.dedup.story_config import StoryConfig
+from newsflow.dedup.story_features import StoryInput, featurize_batch
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--articles", type=Path, required=True)
-    ap.add_argument("--preset", default="tuned")
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--pred", type=Path, help="also write the predictions {id, story} here")
     args = ap.parse_args()
-    cfg = parse_sets(args.set, PRESETS[args.preset])
+    cfg = parse_sets(args.set, StoryConfig())
     recs = [json.loads(line) for line in args.articles.open("rb")]
     recs.sort(key=flow_seq_key)
     assigners: dict[str, StoryAssigner] = {}
@@ -75,7 +76,7 @@ def main() -> None:
     res = score(gold_rows, {str(g["id"]): story[str(g["id"])] for g in gold_rows}, True)
     final = {k: resolve_merges(v, merged) for k, v in story.items()}
     res_topic = score(gold_rows, {str(g["id"]): final[str(g["id"])] for g in gold_rows}, True)
-    print(json.dumps({"config": cfg.name, "sets": args.set, "stories": len(set(story.values())), **res,
+    print(json.dumps({"sets": args.set, "stories": len(set(story.values())), **res,
                       "stories_topic": {"stories": len(set(final.values())), **res_topic}}))
 
 

@@ -21,7 +21,7 @@ from learned_stories.story_learned import LearnedStoryAssigner
 from learned_stories.story_model import load_model
 
 from newsflow.cli.main import run_file_flow
-from newsflow.dedup.stories import StoryConfig
+from newsflow.dedup.story_config import StoryConfig
 from newsflow.flows import pipeline
 
 

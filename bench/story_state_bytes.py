@@ -17,7 +17,8 @@ import orjson
 
 from newsflow.config import Settings
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.dedup.stories import StoryAssigner, StoryInput, featurize_batch
+from newsflow.dedup.story_assigner import StoryAssigner
+from newsflow.dedup.story_features import StoryInput, featurize_batch
 
 
 def main() -> None:

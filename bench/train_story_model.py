@@ -38,14 +38,12 @@ from learned_stories.story_model import FEATURES, StoryModel
 from score_real_day import scores
 
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.dedup.stories import (
-    TUNED,
-    StoryConfig,
-    StoryFeatures,
-    StoryInput,
-    StoryState,
-    featurize_batch,
-)
+from newsflow.dedup.story_config import StoryConfig
+from newsflow.dedup.story_decision import StoryState
+from newsflow.dedup.story_features import StoryFeatures, StoryInput, featurize_batch
+
+#: the flow's story configuration (the defaults)
+CONFIG = StoryConfig()
 
 #: labelled day -> its archive (file name stem of ../shared/data/real-feeds)
 DAYS = {
@@ -78,7 +76,7 @@ def flow_seq_key(rec: dict) -> tuple[str, str]:
     return rest, part
 
 
-def load_day(name: str, work: Path = WORK, config: StoryConfig = TUNED) -> Day:
+def load_day(name: str, work: Path = WORK, config: StoryConfig = CONFIG) -> Day:
     """The day's articles records (replaying its archive once into ``work``) and gold."""
     out = work / name
     arts = out / "articles.jsonl"
@@ -120,7 +118,7 @@ def load_uci(rows: tuple[int, int] = UCI_TRAIN, weight: float = 0.5) -> Day:
                          iso_to_ms(r["time"])) for r in recs]
     records = [{"article_id": str(r["id"]), "disposition": "unique", "dedup_layer": None, "duplicate_of": None}
                for r in recs]
-    return Day("uci", records, featurize_batch(inputs, TUNED), [], {str(r["id"]): r["story"] for r in recs},
+    return Day("uci", records, featurize_batch(inputs, CONFIG), [], {str(r["id"]): r["story"] for r in recs},
                weight)
 
 
@@ -129,7 +127,7 @@ def duplicate_of(r: dict) -> str | None:
         r["dedup_layer"] in ("guid", "url") else None
 
 
-def pairs(day: Day, config: StoryConfig = TUNED, first: StoryModel | None = None
+def pairs(day: Day, config: StoryConfig = CONFIG, first: StoryModel | None = None
           ) -> tuple[list[list[float]], list[int]]:
     """Teacher-forced (features, label) pairs of one day. An unlabelled article starts its own
     story, or with ``first`` (a model of a first round) joins the story that model picks, so the
@@ -169,7 +167,7 @@ def pairs(day: Day, config: StoryConfig = TUNED, first: StoryModel | None = None
     return xs, ys
 
 
-def fit(days: Sequence[Day], config: StoryConfig = TUNED, c: float = 1.0, rounds: int = 2) -> StoryModel:
+def fit(days: Sequence[Day], config: StoryConfig = CONFIG, c: float = 1.0, rounds: int = 2) -> StoryModel:
     """The logistic pair model of the pairs of ``days`` (threshold 0.5: see :func:`train`);
     each round after the first places the unlabelled articles with the previous round's model."""
     model = None
@@ -209,7 +207,7 @@ def logistic(xs: list[list[float]], ys: list[int], ws: list[float], c: float,
     return StoryModel(tuple(float(v) for v in w), b, 0.5, trained_on=trained_on)
 
 
-def assign(day: Day, model: StoryModel, config: StoryConfig = TUNED) -> dict[str, str]:
+def assign(day: Day, model: StoryModel, config: StoryConfig = CONFIG) -> dict[str, str]:
     """Story id per labelled link after replaying the day's story step with ``model``."""
     sa = LearnedStoryAssigner(config, model=model)
     story: dict[str, str] = {}
@@ -231,7 +229,7 @@ def objective(s: dict) -> float:
     return (s["bcubed"]["F1"] + s["pairwise"]["F1"]) / 2
 
 
-def train(days: Sequence[Day], config: StoryConfig = TUNED, log: bool = False,
+def train(days: Sequence[Day], config: StoryConfig = CONFIG, log: bool = False,
           extra: Sequence[Day] = ()) -> StoryModel:
     """Fit on ``days`` (and ``extra``, never scored: UCI); the regularization and the threshold
     by leave-one-day-out inside ``days`` (one day: C = 1, threshold 0.5)."""
@@ -256,7 +254,7 @@ def train(days: Sequence[Day], config: StoryConfig = TUNED, log: bool = False,
 GATE_THRESHOLDS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
 
 
-def gate_pairs(day: Day, config: StoryConfig = TUNED) -> tuple[list[list[float]], list[int]]:
+def gate_pairs(day: Day, config: StoryConfig = CONFIG) -> tuple[list[list[float]], list[int]]:
     """The cascade's own proposals on one day as (features, label) pairs: the cascade runs in
     the flow's order; each join (or merge) it proposes between a labelled article and a story
     with labelled members gives the pair features and label = the article's gold story is the
@@ -295,7 +293,7 @@ def gate_pairs(day: Day, config: StoryConfig = TUNED) -> tuple[list[list[float]]
 _NEUTRAL = StoryModel(tuple(0.0 for _ in FEATURES), 0.0, 0.0)
 
 
-def fit_gate(days: Sequence[Day], config: StoryConfig = TUNED, c: float = 1.0) -> StoryModel:
+def fit_gate(days: Sequence[Day], config: StoryConfig = CONFIG, c: float = 1.0) -> StoryModel:
     """The gate's pair model of the cascade's proposals on ``days`` (threshold 0.5)."""
     xs: list[list[float]] = []
     ys: list[int] = []
@@ -308,7 +306,7 @@ def fit_gate(days: Sequence[Day], config: StoryConfig = TUNED, c: float = 1.0) -
     return logistic(xs, ys, ws, c, tuple(d.name for d in days))
 
 
-def assign_gate(day: Day, model: StoryModel, config: StoryConfig = TUNED) -> dict[str, str]:
+def assign_gate(day: Day, model: StoryModel, config: StoryConfig = CONFIG) -> dict[str, str]:
     """Story id per labelled link after replaying the day's story step with the gated cascade
     (the model's threshold is the gate's)."""
     sa = GatedStoryAssigner(config, model=model)
@@ -321,7 +319,7 @@ def assign_gate(day: Day, model: StoryModel, config: StoryConfig = TUNED) -> dic
     return story
 
 
-def train_gate(days: Sequence[Day], config: StoryConfig = TUNED, log: bool = False) -> StoryModel:
+def train_gate(days: Sequence[Day], config: StoryConfig = CONFIG, log: bool = False) -> StoryModel:
     """The gate fitted on ``days``, its threshold by leave-one-day-out inside ``days`` (fit on
     the others, replay the day with each threshold of :data:`GATE_THRESHOLDS`, best mean of
     B-cubed F1 and pairwise F1; ties: the lower threshold, the smaller veto)."""

@@ -9,11 +9,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.dedup.stories import TUNED, StoryAssigner, decide, featurize_batch
+from newsflow.dedup.story_assigner import StoryAssigner
+from newsflow.dedup.story_config import StoryConfig
+from newsflow.dedup.story_decision import decide
+from newsflow.dedup.story_features import featurize_batch
 from newsflow.feeds.normalize import DEFAULT_NORMALIZE_CONFIG, RepollMemory, normalize_payload
 from newsflow.model.records import RawPayload
 from newsflow.text.boilerplate import shared_sentences, without_sentences
 
+CFG = StoryConfig()
 FETCH = iso_to_ms("2020-05-06T12:00:00Z")
 BLURB = ("24 Oras is GMA Network's flagship newscast, anchored by Mike Enriquez, Mel Tiangco and Vicky "
          "Morales. It airs on GMA-7 Mondays to Fridays at 6:30 PM (PHL Time) and on weekends at 5:30 PM. "
@@ -50,19 +54,19 @@ def test_videos_of_one_channel_are_not_near_duplicates_through_its_description()
     arts = res.articles
     assert len(arts) == 4 and all(BLURB.split(".")[0] in a.body_text for a in arts)  # the record keeps it
     assert all(a.story_text is not None and "flagship" not in a.story_text for a in arts)
-    feats = featurize_batch(arts, TUNED)
+    feats = featurize_batch(arts, CFG)
     for i, f in enumerate(feats):
-        d = decide(f, feats[:i], TUNED)
+        d = decide(f, feats[:i], CFG)
         assert d.disposition != "near_duplicate", (arts[i].title, d)
-    sa = StoryAssigner(TUNED)
+    sa = StoryAssigner(CFG)
     assert len({sa.assign(f).story_id for f in feats}) == 4  # four videos, four stories
 
     # without the rule (what the flow did): every video a content near-duplicate of the first
     off = replace(DEFAULT_NORMALIZE_CONFIG, boilerplate_min_items=0)
     raw = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH, 200, _feed(VIDEOS)), off)
-    rfeats = featurize_batch(raw.articles, TUNED)
+    rfeats = featurize_batch(raw.articles, CFG)
     assert all(a.story_text is None for a in raw.articles)
-    assert [decide(f, rfeats[:i], TUNED).layer for i, f in enumerate(rfeats)][1:] == ["content"] * 3
+    assert [decide(f, rfeats[:i], CFG).layer for i, f in enumerate(rfeats)][1:] == ["content"] * 3
 
 
 def test_a_real_copy_still_matches_on_its_own_text() -> None:
@@ -73,9 +77,9 @@ def test_a_real_copy_still_matches_on_its_own_text() -> None:
     gma = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH, 200, _feed(videos))).articles
     copy = normalize_payload(RawPayload("other", "https://ex.com/feed", FETCH, 200, _feed(
         [("Deboto dumagsa sa prusisyon", story)]))).articles[0]
-    f_gma = featurize_batch(gma, TUNED)
-    f_copy = featurize_batch([copy], TUNED)[0]
-    d = decide(f_copy, f_gma, TUNED)
+    f_gma = featurize_batch(gma, CFG)
+    f_copy = featurize_batch([copy], CFG)[0]
+    d = decide(f_copy, f_gma, CFG)
     assert (d.disposition, d.layer, d.matched_ref) == ("near_duplicate", "content", gma[0].article_id)
 
 

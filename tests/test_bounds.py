@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from newsflow.dedup.stories import featurize_batch
+from newsflow.dedup.story_features import featurize_batch
 from newsflow.feeds.normalize import NormalizeConfig, make_deadletter, normalize_payload
 from newsflow.model.records import DedupInfo, RawPayload, Sighting
 from newsflow.wire.codec import article_record, deadletter_to_dict

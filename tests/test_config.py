@@ -28,7 +28,7 @@ from newsflow.config import (
 from newsflow.connectors.http_fetch import FetchConfig
 from newsflow.connectors.poller import PollerConfig, poller_config
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.dedup.stories import PRESETS, TUNED
+from newsflow.dedup.story_config import StoryConfig
 from newsflow.digest.config import DigestConfig
 from newsflow.feeds.normalize import NormalizeConfig
 from newsflow.flows.digest_windows import FeederLogic, TrendLogic
@@ -54,7 +54,7 @@ def error_of(path: Path | None = None, env: dict[str, str] | None = None) -> str
 # ------------------------------------------------------------------ defaults
 def test_defaults_are_the_pure_packages_defaults() -> None:
     s = Settings()
-    assert s.stories.to_config() == TUNED
+    assert s.stories.to_config() == StoryConfig()
     assert s.scoring.to_config() == ScoreConfig()
     assert s.topics.to_config() == TopicConfig()
     assert s.digests.to_config() == DigestConfig(time_basis="fetched")  # the flow's basis
@@ -65,12 +65,27 @@ def test_defaults_are_the_pure_packages_defaults() -> None:
     assert load_settings(None, {}) == s
 
 
-def test_story_presets_are_the_stories_package_presets() -> None:
-    from typing import get_args
+def test_story_section_is_generated_from_the_story_config() -> None:
+    """The ``[stories]`` keys are StoryConfig's fields (times in hours) and the shard count."""
+    import dataclasses
 
-    assert set(get_args(StorySettings.model_fields["preset"].annotation)) == set(PRESETS)
-    for name, preset in PRESETS.items():
-        assert StorySettings(preset=name).to_config() == preset
+    fields = [f.name for f in dataclasses.fields(StoryConfig)]
+    keys = [k.replace("_ms_dense", "_dense_hours").replace("_ms", "_hours") for k in fields]
+    assert list(StorySettings.model_fields) == [*keys, "shards"]
+    story = StorySettings(window_hours=48, story_idle_dense_hours=6, max_candidates=8).to_config()
+    assert story == dataclasses.replace(StoryConfig(), window_ms=48 * 3_600_000,
+                                        story_idle_ms_dense=6 * 3_600_000, max_candidates=8)
+
+
+def test_a_removed_story_key_is_named_in_one_line(tmp_path: Path) -> None:
+    for text in ('[stories]\npreset = "seed"\n', "[stories]\nuse_entity_layer = true\n"):
+        msg = error_of(cfg(tmp_path, text))
+        key = text.split("\n")[1].split(" ")[0]
+        assert msg.startswith(f"{tmp_path / 'newsflow.toml'}: unknown key 'stories.{key}': removed (")
+        assert "one algorithm" in msg and "docs/user-guide.md" in msg and "\n" not in msg
+    msg = error_of(env={"NEWSFLOW_STORIES__STORY_NAME_VETO": "false"})
+    assert msg.startswith("unknown environment variable NEWSFLOW_STORIES__STORY_NAME_VETO: key "
+                          "'stories.story_name_veto' removed (")
 
 
 def test_settings_constructor_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,7 +99,6 @@ def test_every_key_of_a_file_and_nested_env_vars(tmp_path: Path) -> None:
 [dedup]
 window_hours = 48
 [stories]
-preset = "seed"
 story_threshold = 0.1
 [scoring.weights]
 authority = 0.3
@@ -106,10 +120,9 @@ raw = "raw.test"
     assert s.dedup.window_ms == 24 * 3_600_000  # env beats file
     assert src["dedup.window_hours"] == "env NEWSFLOW_DEDUP__WINDOW_HOURS"
     assert src["digests.tz"] == f"file {p}" and src["dedup.shards"] == "default"
-    assert src["stories.use_entity_layer"] == "preset seed"
+    assert src["stories.story_threshold"] == f"file {p}" and src["stories.window_hours"] == "default"
     story = s.stories.to_config()
-    assert story.name == "seed" and story.story_threshold == 0.1
-    assert story.use_entity_layer == PRESETS["seed"].use_entity_layer and not story.story_match
+    assert story.story_threshold == 0.1 and story.window_ms == StoryConfig().window_ms
     score = s.scoring.to_config()
     assert score.weights == (0.3, 0.15, 0.2, 0.2, 0.15) and score.tier_scores["T5"] == 10.0
     assert score.tier_scores["T1"] == 95.0
@@ -157,8 +170,8 @@ def test_invalid_values_ranges_and_time_zones(tmp_path: Path) -> None:
     assert "sum to 1" in error_of(cfg(tmp_path, "[scoring.weights]\nauthority = 0.9\n"))
     assert "unknown tier" in error_of(cfg(tmp_path, "[scoring.tier_scores]\nT9 = 5.0\n"))
     assert "HOST:PORT" in error_of(cfg(tmp_path, '[kafka]\nbrokers = ["nohost"]\n'))
-    assert "exceeds num_perm" in error_of(cfg(tmp_path, "[stories]\nlsh_bands = 64\n"))
-    assert "stories.preset" in error_of(cfg(tmp_path, '[stories]\npreset = "best"\n'))
+    assert "stories.story_threshold_dense = 0.0" in error_of(cfg(tmp_path, "[stories]\nstory_threshold_dense = 0.0\n"))
+    assert "stories.max_candidates = 0" in error_of(cfg(tmp_path, "[stories]\nmax_candidates = 0\n"))
 
 
 def test_unknown_and_bad_environment_variables_are_named() -> None:
@@ -182,13 +195,13 @@ def test_file_problems_are_config_errors(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ configured objects reach the steps
 def test_every_step_gets_its_configured_objects() -> None:
     s = Settings.model_validate({
-        "normalize": {"reading_wpm": 100}, "stories": {"preset": "seed", "shards": 2},
+        "normalize": {"reading_wpm": 100}, "stories": {"story_threshold": 0.3, "shards": 2},
         "scoring": {"lam": 0.1}, "topics": {"n_clusters": 4, "dim": 32},
         "digests": {"tz": "America/New_York", "min_importance": 30.0},
     })
     assert ParseLogic(s, None, False).normalize_config.reading_wpm == 100
     stories = StoriesLogic(s, None, False)
-    assert stories.assigner.config == s.stories.to_config() and stories.assigner.config.name == "seed"
+    assert stories.assigner.config == s.stories.to_config() and stories.assigner.config.story_threshold == 0.3
     assert stories.topics.config == TopicConfig(n_clusters=4, dim=32)
     assert stories.score_config.lam == 0.1
     assert TrendLogic(s, None).config.min_importance == 30.0

@@ -129,7 +129,8 @@ def test_unchanged_item_reserved_72_to_84h_later_is_not_a_new_article() -> None:
     """Dedup forgot the item on fetch time while the story layer (publication
     time, 72 h + a 12 h slab) still knew it, so the re-served copy became a fake revision with
     the original's key. Dedup now keeps it until the story layer has let it go."""
-    from newsflow.dedup.stories import StoryAssigner, featurize_batch
+    from newsflow.dedup.story_assigner import StoryAssigner
+    from newsflow.dedup.story_features import featurize_batch
 
     s = DedupShard(72 * HOUR_MS)
     stories = StoryAssigner()

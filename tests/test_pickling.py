@@ -11,7 +11,7 @@ import pytest
 
 from newsflow.core import pickling
 from newsflow.core.pickling import Shared, fast_pickle
-from newsflow.dedup.stories import StoryFeatures
+from newsflow.dedup.story_features import StoryFeatures
 from newsflow.model import messages, records
 from newsflow.model.messages import Batch, Deduped, FromShard, ScoredArticle, Tick
 from newsflow.model.records import Article, DedupInfo, Media, Sighting
@@ -42,7 +42,7 @@ def test_every_message_class_pickles_by_its_fields() -> None:
 def test_round_trip_is_equal_and_of_the_same_class() -> None:
     a = _article()
     info = DedupInfo("unique", None, None, seen_in=(Sighting("f", "P", "https://x", "t", "id"),))
-    feats = StoryFeatures("id", "P", 5, ("w",), (1, 2), (), b"\x00\x01", 7, (3,), ("e",), (("t", 0.5),), ("5-6",))
+    feats = StoryFeatures("id", "P", 5, ("w",), (1, 2), (), b"\x00\x01", (3,), (("t", 0.5),), ("5-6",))
     for m in (a, info, feats, Deduped("0001", a, info, 3, feats), Tick(4, 5, "p0"),
               FromShard("st00", ScoredArticle({"k": [1, 2]}, None, "text")), Batch((Tick(1, 2), Tick(3, 4)))):
         back = pickle.loads(pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))

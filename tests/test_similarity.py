@@ -10,7 +10,6 @@ from newsflow.dedup.similarity import (
     compress_signature,
     first_sentences,
     first_sentences_overlap,
-    hamming,
     lsh_band_keys,
     lsh_band_keys_bulk,
     minhash_jaccard,
@@ -18,10 +17,7 @@ from newsflow.dedup.similarity import (
     minhash_signatures,
     sentence_key,
     signature_jaccard,
-    simhash64,
     title_jaccard,
-    title_jaro_winkler,
-    title_overlap_coefficient,
 )
 
 
@@ -31,18 +27,6 @@ def test_title_jaccard_seed_thresholds() -> None:
     assert title_jaccard(a, b) == pytest.approx(7 / 9)
     assert title_jaccard(a, a) == 1.0
     assert title_jaccard([], a) == 0.0
-
-
-def test_overlap_coefficient_catches_shortened_headline() -> None:
-    long = ["pizza", "chain", "sbarro", "files", "for", "bankruptcy", "again"]
-    short = ["sbarro", "files", "for", "bankruptcy"]
-    assert title_overlap_coefficient(long, short) == 1.0
-    assert title_jaccard(long, short) < 0.85
-
-
-def test_jaro_winkler_003_examples() -> None:
-    assert title_jaro_winkler("go 1 24 released", "go 1 24 0 released") >= 0.85
-    assert title_jaro_winkler("", "x") == 0.0
 
 
 def test_minhash_equals_datasketch() -> None:
@@ -94,18 +78,6 @@ def test_lsh_band_keys_stable_and_shared_per_band() -> None:
         lsh_band_keys(sig, 32, 8)
 
 
-def test_simhash_hamming() -> None:
-    words = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "near", "the", "river", "bank", "today"]
-    h1 = simhash64(words)
-    h2 = simhash64([*words, "again"])
-    h3 = simhash64(["completely", "different", "text", "about", "markets", "and", "oil", "prices", "in", "asia"])
-    assert hamming(h1, h1) == 0
-    assert hamming(h1, h2) <= 12
-    assert hamming(h1, h3) > hamming(h1, h2)
-    assert simhash64([]) == 0
-    assert 0 <= h1 < 2**64
-
-
 def test_first_sentences_overlap() -> None:
     body = (
         "The central bank kept its benchmark rate unchanged at 4.25 percent on Monday morning. "
@@ -137,19 +109,3 @@ def test_sentences_keep_abbreviations_and_initials() -> None:
     # a segment in lower case continues the sentence; quotes stay with their sentence
     assert split_sentences('Why? the analyst asked. "It fell." Banks agree.') == [
         "Why? the analyst asked.", '"It fell."', "Banks agree."]
-
-
-def test_simhash_of_a_batch_equals_one_call_per_bag() -> None:
-    """featurize_batch fingerprints every body of a batch in one numpy pass; the votes are
-    integers, so each fingerprint is the one a call per body gives (ties, bit 63, empty bags)."""
-    import random
-
-    from newsflow.dedup.similarity import simhash64, simhash64_batch
-
-    rnd = random.Random(7)
-    vocab = [f"w{i}" for i in range(300)]
-    bags = [[" ".join(rnd.choices(vocab, k=3)) for _ in range(rnd.choice([0, 1, 2, 4, 40, 250]))] for _ in range(300)]
-    bags += [["same"], ["a", "a"], []]
-    got = simhash64_batch(bags)
-    assert got == [simhash64(b) for b in bags]
-    assert any(v >= 1 << 63 for v in got) and got[-1] == 0

@@ -14,25 +14,24 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from newsflow.cli.main import run_file_flow
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.dedup.stories import (
-    HEADLINES_2014,
-    HOUR_MS,
-    TUNED,
-    StoryAssigner,
-    StoryConfig,
-    StoryInput,
-    _Redundancy,
-    featurize_batch,
-)
+from newsflow.dedup import story_assigner, story_decision
+from newsflow.dedup.story_assigner import REDUNDANCY_MIN_ARTICLES, StoryAssigner, _Redundancy
+from newsflow.dedup.story_config import HOUR_MS, SLAB_MS, StoryConfig
+from newsflow.dedup.story_decision import StoryState, centroid_cosine, match_story_centroid
+from newsflow.dedup.story_features import StoryInput, featurize_batch, name_keys
 
 T0 = 1_588_723_200_000
-#: the earlier default (for the record: these tests fail with it)
-OLD = HEADLINES_2014
+CFG = StoryConfig()
+#: the earlier matching (centroid cosine >= 0.06, none of the sparse-stream guards): for the
+#: record, these tests fail with it
+OLD = {"config": StoryConfig(story_threshold=0.06),
+       "sparse": {"min_concepts": 0, "same_publisher_factor": 1.0, "names": False}}
 
 #: a day of unrelated items, so that IDF is learned from more than the handful under test
 BACKGROUND = [
@@ -62,15 +61,24 @@ BACKGROUND = [
 ]
 
 
-def _run(cfg: StoryConfig, items: list[tuple[str, str, str, str]], step_ms: int = 20 * 60_000) -> list[str]:
+def _run(items: list[tuple[str, str, str, str]], step_ms: int = 20 * 60_000, config: StoryConfig = CFG,
+         sparse: dict[str, Any] | None = None, drop: dict[str, Any] | None = None) -> list[str]:
+    """Story ids of ``items`` after a background day; ``sparse`` changes the sparse regime
+    (:class:`~newsflow.dedup.story_decision.Regime`), ``drop`` the items' features (to show
+    what a rule does: the same items without their dates or names)."""
     arts = [StoryInput(f"bg{i}", t, f"https://bg{i}.example/{i}", f"BG{i}", T0 + i * 60_000, b)
             for i, (t, b) in enumerate(BACKGROUND)]
     start = T0 + len(BACKGROUND) * 60_000
     arts += [StoryInput(aid, title, f"https://{pub.lower().replace(' ', '')}.example/{aid}", pub,
                         start + i * step_ms, body)
              for i, (aid, title, pub, body) in enumerate(items)]
-    sa = StoryAssigner(cfg)
-    ids = [sa.assign(f).story_id for f in featurize_batch(arts, cfg)]
+    sa = StoryAssigner(config)
+    if sparse:
+        sa.sparse = sa.sparse._replace(**sparse)
+    feats = featurize_batch(arts, config)
+    if drop:
+        feats = [replace(f, **drop) for f in feats]
+    ids = [sa.assign(f).story_id for f in feats]
     return ids[len(BACKGROUND):]
 
 
@@ -93,68 +101,67 @@ EVENT = [  # one event, reworded by three publishers over a day and a half
 
 
 def test_generic_words_alone_do_not_make_a_story() -> None:
-    ids = _run(TUNED, THEME)
+    ids = _run(THEME)
     assert len(set(ids)) == 3
-    assert len(set(_run(OLD, THEME))) < 3
+    assert len(set(_run(THEME, **OLD))) < 3
 
 
 def test_rewordings_of_one_event_are_one_story_even_hours_apart() -> None:
-    ids = _run(TUNED, EVENT, step_ms=14 * HOUR_MS)  # kw3 comes 28 h after kw1
+    ids = _run(EVENT, step_ms=14 * HOUR_MS)  # kw3 comes 28 h after kw1
     assert len(set(ids)) == 1
 
 
 def test_redundancy_level_sets_the_regime() -> None:
-    cfg = TUNED
-    sparse, dense = _Redundancy(cfg.window_ms, cfg.slab_ms), _Redundancy(cfg.window_ms, cfg.slab_ms)
-    assert sparse.level(cfg) == dense.level(cfg) == 0.0  # a young stream starts cautious
+    cfg = CFG
+    sparse, dense = _Redundancy(cfg.window_ms, SLAB_MS), _Redundancy(cfg.window_ms, SLAB_MS)
+    assert sparse.level() == dense.level() == 0.0  # a young stream starts cautious
     for i in range(2000):
         sparse.add(T0 + i, near_duplicate=i % 500 == 0)  # 0.2 %: a reader's own feeds
         dense.add(T0 + i, near_duplicate=i % 12 == 0)  # 8 %: an aggregator (UCI)
-    assert sparse.level(cfg) == 0.0 and dense.level(cfg) == 1.0
-    dense.expire(T0 + cfg.window_ms + cfg.slab_ms)  # the estimate lives on the window
-    assert dense.n == 0 and dense.level(replace(cfg, redundancy_memory=False)) == 0.0
+    assert sparse.level() == 0.0 and dense.level() == 1.0
+    dense.expire(T0 + cfg.window_ms + SLAB_MS)  # the estimate lives on the window ...
+    assert dense.n == 0 and dense.mem_n == REDUNDANCY_MIN_ARTICLES  # ... and a bounded memory
 
 
 def test_redundancy_regime_survives_a_gap_longer_than_the_window() -> None:
     """A redundant stream silent for longer than the window (UCI: 3-4 day gaps) resumes
     dense: the prior is the remembered rate of expired slabs, not the cautious low rate."""
-    cfg = TUNED
-    assert cfg.redundancy_memory
-    sparse, dense = _Redundancy(cfg.window_ms, cfg.slab_ms), _Redundancy(cfg.window_ms, cfg.slab_ms)
+    cfg = CFG
+    sparse, dense = _Redundancy(cfg.window_ms, SLAB_MS), _Redundancy(cfg.window_ms, SLAB_MS)
     for i in range(2000):
         sparse.add(T0 + i, near_duplicate=i % 500 == 0)
         dense.add(T0 + i, near_duplicate=i % 12 == 0)
     later = T0 + 4 * 24 * HOUR_MS
     for r in (sparse, dense):
-        r.expire(later, cfg.redundancy_min_articles)
-        assert r.n == 0 and r.mem_n == cfg.redundancy_min_articles  # bounded memory
-    assert dense.level(cfg) == 1.0 and sparse.level(cfg) == 0.0
+        r.expire(later)
+        assert r.n == 0 and r.mem_n == REDUNDANCY_MIN_ARTICLES  # bounded memory
+    assert dense.level() == 1.0 and sparse.level() == 0.0
     # the memory is a prior, not a verdict: the window's own articles outweigh it
     for i in range(2000):
         dense.add(later + i, near_duplicate=False)
-    assert dense.level(cfg) < 0.5  # the sparse-stream guards are back
+    assert dense.level() < 0.5  # the sparse-stream guards are back
     for i in range(8000):
         dense.add(later + 2000 + i, near_duplicate=False)
-    assert dense.level(cfg) == 0.0
+    assert dense.level() == 0.0
 
 
 def test_redundancy_memory_keeps_uci_stories_whole_after_a_gap() -> None:
     """End to end through the assigner: after a 4-day gap, two rewordings of one event that
     share one name and little else join only in the dense regime (threshold 0.08, no
-    two-concept guard), which the remembered rate restores at once."""
-    def run(cfg: StoryConfig) -> list[str]:
-        sa = StoryAssigner(cfg)
+    two-concept guard), which the remembered rate restores at once (with a sparse past, or
+    none, they stay apart)."""
+    def run(redundant_past: bool) -> list[str]:
+        sa = StoryAssigner(CFG)
         sa.redundancy.add(T0, False)
-        sa.redundancy.dups, sa.redundancy.n = 300, 3000  # a redundant past (10 %)
-        sa.redundancy._slabs = {T0 // cfg.slab_ms: [3000, 300]}
+        if redundant_past:
+            sa.redundancy.dups, sa.redundancy.n = 300, 3000  # 10 %
+            sa.redundancy._slabs = {T0 // SLAB_MS: [3000, 300]}
         later = T0 + 4 * 24 * HOUR_MS
         titles = ["Malaysia Airlines search widens to Indian Ocean",
                   "Malaysia Airlines: families wait for news"]
-        feats = featurize_batch([StoryInput(f"a{i}", t, None, f"p{i}", later) for i, t in enumerate(titles)], cfg)
+        feats = featurize_batch([StoryInput(f"a{i}", t, None, f"p{i}", later) for i, t in enumerate(titles)], CFG)
         return [sa.assign(f).story_id for f in feats]
-    with_memory = run(TUNED)
-    without = run(replace(TUNED, redundancy_memory=False))
-    assert len(set(with_memory)) == 1 and len(set(without)) == 2
+    assert len(set(run(True))) == 1 and len(set(run(False))) == 2
 
 
 @pytest.mark.corpus
@@ -174,25 +181,23 @@ def test_labelled_real_day_targets(tmp_path: Path, shared_dir: Path) -> None:
 def test_dense_regime_lowers_the_threshold_of_big_stories_only() -> None:
     """On a redundant stream a story of n members needs cosine >= 0.08 * n ** -0.1 (UCI's big
     stories have broad centroids); the sparse regime keeps one threshold for every size."""
-    from newsflow.dedup.stories import StoryState, match_story_centroid
-
     def story(sid: str, count: int) -> StoryState:
         st = StoryState(sid, sid, T0, T0, count=count, centroid={"quake": 1.0})
         st.norm = 1.0
         return st
 
     vec = {"quake": 0.06, "other": (1 - 0.06 ** 2) ** 0.5}  # cosine 0.06 with either story
-    dense = StoryAssigner(TUNED)._dense_config
-    assert dense.story_threshold_decay == TUNED.story_threshold_decay_dense == 0.1
-    assert TUNED.story_threshold_dense == 0.08
+    sa = StoryAssigner(CFG)
+    dense = sa.dense
+    assert dense.decay == 0.1 and CFG.story_threshold_dense == 0.08
     for n, joins in ((100, True), (1, False)):  # 0.08 * 100 ** -0.1 = 0.0505 < 0.06 < 0.08
         st = story(f"s{n}", n)
         got, _ = match_story_centroid(vec, {"quake": [st.story_id]}, {st.story_id: st}, T0, dense,
-                                      threshold=TUNED.story_threshold_dense)
+                                      CFG.story_threshold_dense)
         assert (got is st) is joins
     st = story("s100", 100)  # the sparse regime: no decay
     got, _ = match_story_centroid(vec, {"quake": [st.story_id]}, {st.story_id: st}, T0,
-                                  replace(TUNED, story_min_concepts=0), threshold=TUNED.story_threshold_dense)
+                                  sa.sparse._replace(min_concepts=0), CFG.story_threshold_dense)
     assert got is None
 
 
@@ -200,10 +205,9 @@ def test_dense_regime_merges_two_fragments_of_one_story() -> None:
     """On a redundant stream, an article that passes the threshold of two open stories whose
     centroids agree merges them: the next article of the event finds one story, and a
     near-duplicate of a merged-away story's member follows the merged story."""
-    from newsflow.dedup.stories import StoryState
-
-    def run(cfg: StoryConfig) -> tuple[StoryAssigner, StoryState, StoryState]:
-        sa = StoryAssigner(cfg)
+    def run(merge: float) -> tuple[StoryAssigner, StoryState, StoryState]:
+        sa = StoryAssigner(CFG)
+        sa.dense = sa.dense._replace(merge=merge)
         a = sa.stories["sa"] = StoryState("sa", "a", T0, T0, count=5,
                                           centroid={"quake": 3.0, "chile": 2.0, "toll": 1.0})
         b = sa.stories["sb"] = StoryState("sb", "b", T0, T0, count=3,
@@ -213,26 +217,25 @@ def test_dense_regime_merges_two_fragments_of_one_story() -> None:
         return sa, a, b
 
     vec = {"quake": 0.6, "chile": 0.6, "other": 0.529}
-    dense = StoryAssigner(TUNED)._dense_config
-    assert TUNED.story_merge_dense == 0.2
-    from newsflow.dedup.stories import _centroid_cosine, match_story_centroid
-    sa, a, b = run(TUNED)
-    assert _centroid_cosine(a, b) >= 0.3
+    dense = StoryAssigner(CFG).dense
+    assert dense.merge == 0.2
+    sa, a, b = run(dense.merge)
+    assert centroid_cosine(a, b) >= 0.3
     passing: list[StoryState] = []
     best, _ = match_story_centroid(vec, {"quake": ["sa", "sb"], "chile": ["sa", "sb"]}, sa.stories, T0,
-                                   dense, threshold=0.06, passing=passing)
+                                   dense, 0.06, passing=passing)
     assert best is a and {s.story_id for s in passing} == {"sa", "sb"}
     sa._merge(a, b)
     assert set(sa.stories) == {"sa"} and sa.merged == {"sb": "sa"}
     assert sa.take_merges() == [("sb", "sa")] and sa.take_merges() == []  # for the stories topic
     assert a.count == 8 and a.centroid["tsunami"] == 1.0 and a.centroid["quake"] == 5.0
     # and through assign(): on a redundant stream an article close to both -> one story left
-    f = featurize_batch([StoryInput("x", "Chile quake", None, "p", T0)], TUNED)[0]
+    f = featurize_batch([StoryInput("x", "Chile quake", None, "p", T0)], CFG)[0]
     assert {"chile", "quake"} <= {t for t, _ in f.terms}
     for merge, left in ((0.3, {"sa"}), (0.0, {"sa", "sb"})):
-        sa, a, b = run(replace(TUNED, story_merge_dense=merge))
+        sa, a, b = run(merge)
         sa.redundancy.dups, sa.redundancy.n = 300, 3000  # a redundant stream (10 %)
-        sa.redundancy._slabs = {T0 // TUNED.slab_ms: [3000, 300]}
+        sa.redundancy._slabs = {T0 // SLAB_MS: [3000, 300]}
         for st in (a, b):
             sa._postings_add(list(st.centroid), st.story_id, T0)
         got = sa.assign(f)
@@ -243,11 +246,9 @@ def test_a_copy_of_a_merged_away_storys_member_joins_the_story_it_merged_into() 
     """A revision or exact duplicate keeps its article's story; when that story was merged
     away meanwhile, it is the story it joined (UCI: 82 articles went to a resurrected
     merged-away story, which the stories topic had already closed with ``merged_into``)."""
-    from newsflow.dedup.stories import StoryState
-
-    sa = StoryAssigner(TUNED)
+    sa = StoryAssigner(CFG)
     f1, f2 = featurize_batch([StoryInput("a1", "Chile quake toll rises", None, "p", T0),
-                              StoryInput("b1", "Tsunami warning after Chile quake", None, "q", T0 + 1)], TUNED)
+                              StoryInput("b1", "Tsunami warning after Chile quake", None, "q", T0 + 1)], CFG)
     sid_a = sa.assign(f1).story_id
     sid_b = sa.assign(f2).story_id
     if sid_a == sid_b:  # same story from the start: give b1 a story of its own to merge
@@ -256,19 +257,18 @@ def test_a_copy_of_a_merged_away_storys_member_joins_the_story_it_merged_into() 
     sa._merge(sa.stories[sid_a], sa.stories[sid_b])
     assert sa.take_merges() == [(sid_b, sid_a)]
     copy = featurize_batch([StoryInput("b1-copy", "Tsunami warning after Chile quake", None, "r", T0 + 2)],
-                           TUNED)[0]
+                           CFG)[0]
     got = sa.assign(copy, duplicate_of="b1")
     assert got.story_id == sid_a and sid_b not in sa.stories  # not a resurrected sid_b
     again = featurize_batch([StoryInput("b1", "Tsunami warning after Chile quake (update)", None, "q", T0 + 3)],
-                            TUNED)[0]
+                            CFG)[0]
     assert sa.assign(again).story_id == sid_a  # a revision (same article id) too
 
 
-def test_dense_regime_merges_a_fragment_the_article_nearly_passes() -> None:
-    """``story_merge_reach``: a story the article does not pass but reaches half its threshold
+def test_dense_regime_merges_a_fragment_the_article_nearly_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``STORY_MERGE_REACH``: a story the article does not pass but reaches half its threshold
     for is still a late-merge candidate (its centroid must agree with the joined story's); it
     is not joined, and with reach 1 (only passed stories) nothing is merged."""
-    from newsflow.dedup.stories import StoryState, _centroid_cosine, match_story_centroid
 
     def stories() -> dict[str, StoryState]:
         a = StoryState("sa", "a", T0, T0, count=1, centroid={"quake": 1.0, "chile": 1.0})
@@ -279,17 +279,19 @@ def test_dense_regime_merges_a_fragment_the_article_nearly_passes() -> None:
 
     vec = {"quake": 0.8, "chile": 0.1, "other": (1 - 0.65) ** 0.5}
     post = {"quake": ["sa"], "chile": ["sa", "sb"]}
-    dense = replace(StoryAssigner(TUNED)._dense_config, story_threshold_decay=0.0)
+    dense = StoryAssigner(CFG).dense._replace(decay=0.0)
     st = stories()
-    assert _centroid_cosine(st["sa"], st["sb"]) >= 0.3
+    assert centroid_cosine(st["sa"], st["sb"]) >= 0.3
     # cosines: sa 0.9 / sqrt(2) = 0.64 (joined), sb 0.1 / sqrt(5) = 0.045 (< 0.06, >= 0.03)
+    assert story_decision.STORY_MERGE_REACH == 0.5
     for reach, merge_candidates in ((0.5, {"sa", "sb"}), (1.0, {"sa"})):
+        monkeypatch.setattr(story_decision, "STORY_MERGE_REACH", reach)
         passing: list[StoryState] = []
-        best, _ = match_story_centroid(vec, post, st, T0, replace(dense, story_merge_reach=reach),
-                                       threshold=0.06, passing=passing)
+        best, _ = match_story_centroid(vec, post, st, T0, dense, 0.06, passing=passing)
         assert best is st["sa"] and {s.story_id for s in passing} == merge_candidates
     # without a passing list (no merges) the reach changes nothing
-    best, _ = match_story_centroid(vec, post, st, T0, replace(dense, story_merge_reach=0.5), threshold=0.06)
+    monkeypatch.setattr(story_decision, "STORY_MERGE_REACH", 0.5)
+    best, _ = match_story_centroid(vec, post, st, T0, dense, 0.06)
     assert best is st["sa"]
 
 
@@ -315,8 +317,8 @@ EPISODES = [  # one outlet's dated programme: every word is shared but the day
 def test_episodes_of_a_dated_programme_are_not_one_story() -> None:
     """Real 24-feed replay: ten "TV Patrol North Luzon - <day>" episodes were one story, an
     EMERGING topic of the morning brief. Titles naming other days are other events."""
-    assert len(set(_run(TUNED, EPISODES, step_ms=2 * HOUR_MS))) == 3
-    assert len(set(_run(replace(TUNED, story_date_veto=False), EPISODES, step_ms=2 * HOUR_MS))) == 1
+    assert len(set(_run(EPISODES, step_ms=2 * HOUR_MS))) == 3
+    assert len(set(_run(EPISODES, step_ms=2 * HOUR_MS, drop={"dates": ()}))) == 1  # (no veto)
 
 
 EDITIONS = [  # one outlet's regional editions of two days: every word is shared but a place and the day
@@ -333,8 +335,8 @@ def test_regional_editions_of_one_day_are_not_one_story() -> None:
     Luzon - May 5, 2020" joined "TV Patrol Southern Mindanao - May 5, 2020" (same_event), and
     the morning brief listed the story as an emerging topic. A short programme name ending in
     its day is an episode of that name: another region's edition is another episode."""
-    assert len(set(_run(TUNED, EDITIONS, step_ms=HOUR_MS))) == 5  # (by days alone: 2)
-    assert len(set(_run(replace(TUNED, story_date_veto=False), EDITIONS, step_ms=HOUR_MS))) <= 2
+    assert len(set(_run(EDITIONS, step_ms=HOUR_MS))) == 5  # (by days alone: 2)
+    assert len(set(_run(EDITIONS, step_ms=HOUR_MS, drop={"dates": ()}))) <= 2  # (no veto)
 
 
 def test_the_date_veto_keeps_an_event_whose_titles_name_its_day() -> None:
@@ -348,12 +350,10 @@ def test_the_date_veto_keeps_an_event_whose_titles_name_its_day() -> None:
         ("ds3", "Germany to reopen shops and schools on 11 May, Merkel says", "CNN International",
          "Germany will reopen shops and schools, Chancellor Angela Merkel said."),
     ]
-    assert len(set(_run(TUNED, items))) == 1
+    assert len(set(_run(items))) == 1
 
 
 def test_story_state_days_survive_a_snapshot_and_a_merge() -> None:
-    from newsflow.dedup.stories import StoryState
-
     a = StoryState("sa", "a", T0, T0)
     a.add("abs-cbn", T0, {"patrol": 1.0}, 16, ("4-20",))
     b = StoryState.restore(a.snapshot())
@@ -366,7 +366,7 @@ def test_story_state_days_survive_a_snapshot_and_a_merge() -> None:
     assert not b.other_days("abs-cbn", ("5-5@tv patrol north luzon",)) and not b.other_days("abs-cbn", ("4-20@x y",))
     old = StoryState.restore(a.snapshot()[:7])  # a snapshot from before the field
     assert old.day_keys() == () and not old.other_days("abs-cbn", ("4-21",))
-    sa = StoryAssigner(TUNED)
+    sa = StoryAssigner(CFG)
     sa.stories["sa"], sa.stories["sb"] = a, StoryState("sb", "b", T0, T0, dates=("abs-cbn|4-21",))
     sa._merge(a, sa.stories["sb"])
     assert a.day_keys() == ("abs-cbn|4-20", "abs-cbn|4-21")
@@ -375,8 +375,6 @@ def test_story_state_days_survive_a_snapshot_and_a_merge() -> None:
 def test_another_outlets_date_is_about_the_event_not_an_episode() -> None:
     """Real replay: "ABS-CBN legislative franchise expires May 4" (Philstar) names a deadline;
     ABS-CBN's own "TV Patrol (5 May 2020) | ABS-CBN signing off" is the same event."""
-    from newsflow.dedup.stories import StoryState
-
     st = StoryState("sa", "a", T0, T0)
     st.add("philstar", T0, {"abs": 1.0}, 16, ("5-4",))
     assert not st.other_days("abs-cbn news", ("5-5",))
@@ -406,11 +404,11 @@ def test_reports_naming_other_people_and_places_are_other_stories() -> None:
     """Real 24-feed replay: the London arrest and the Singapore charge shared a morning brief
     item; small quakes near three towns were one story. The articles name different places:
     no story."""
-    ids = _run(TUNED, TWO_ATTACKS)
+    ids = _run(TWO_ATTACKS)
     assert ids[0] == ids[1] and ids[2] != ids[0]
-    assert len(set(_run(TUNED, QUAKES))) == 3
-    off = replace(TUNED, story_name_veto=False)
-    assert len(set(_run(off, TWO_ATTACKS))) == 1 and len(set(_run(off, QUAKES))) < 3
+    assert len(set(_run(QUAKES))) == 3
+    off = {"names": False}  # (no name veto)
+    assert len(set(_run(TWO_ATTACKS, sparse=off))) == 1 and len(set(_run(QUAKES, sparse=off))) < 3
 
 
 def test_the_name_veto_keeps_rewordings_that_name_the_same_thing() -> None:
@@ -423,15 +421,13 @@ def test_the_name_veto_keeps_rewordings_that_name_the_same_thing() -> None:
          "Profits plunged as theme parks shut, chief executive Bob Chapek said."),
         ("dn3", "Disney Profit Plunges 91 Percent as Parks Stay Shut", "NYT Business", ""),
     ]
-    assert len(set(_run(TUNED, items))) == 1
-    assert len(set(_run(TUNED, EVENT))) == 1
+    assert len(set(_run(items))) == 1
+    assert len(set(_run(EVENT))) == 1
 
 
 def test_a_place_and_its_people_are_one_name() -> None:
     """Real day: "German Chancellor Angela Merkel" and "large European countries" name
     Germany and Europe; a report whose only sure name is "European" is not about other things."""
-    from newsflow.dedup.stories import name_keys
-
     items = [
         ("de1", "Germany sets out plan to reopen its economy", "CNN International",
          "German Chancellor Angela Merkel set out plans Wednesday for the gradual reopening of the country."),
@@ -439,14 +435,12 @@ def test_a_place_and_its_people_are_one_name() -> None:
          "Germany announced a further phasing out of its lockdown, putting itself at the front of "
          "a group of large European countries feeling their way back toward economic normality."),
     ]
-    assert len(set(_run(TUNED, items))) == 1
+    assert len(set(_run(items))) == 1
     sure, loose = name_keys("German states reopen", "Europe's largest economy, the European Union said.")
     assert {"germany", "europe", "union"} <= loose and "german" not in loose and "european" not in sure
 
 
 def test_name_keys_and_story_names() -> None:
-    from newsflow.dedup.stories import StoryState, name_keys
-
     sure, loose = name_keys("Disney Profit Plunges 91 Percent", "The Walt Disney Company reported.")
     assert sure == {"walt", "disney", "company"} and {"profit", "plunges", "percent"} <= loose
     st = StoryState("sa", "a", T0, T0)
@@ -458,7 +452,7 @@ def test_name_keys_and_story_names() -> None:
     back = StoryState.restore(st.snapshot())
     assert back.name_keys() == st.name_keys()
     assert StoryState.restore(st.snapshot()[:8]).name_keys() == (frozenset(), frozenset())
-    sa = StoryAssigner(TUNED)
+    sa = StoryAssigner(CFG)
     other = StoryState("sb", "b", T0, T0, names=frozenset({"london"}), name_words=frozenset({"london"}))
     sa.stories["sa"], sa.stories["sb"] = st, other
     sa._merge(st, other)
@@ -473,22 +467,24 @@ FERGUSON = [  # real day: the news, then a column that shares its names and few 
 ]
 
 
-def test_a_storys_rare_names_lower_the_bar_for_its_columns_and_reactions() -> None:
+def test_a_storys_rare_names_lower_the_bar_for_its_columns_and_reactions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Real 24-feed replay: the 13-item Neil Ferguson story was in 3 parts, its columns and
     reactions sharing the name and little else (B-cubed 0.937 -> 0.941 on the labelled day). Rare names shared with a story (two keys: a
     full name) halve its threshold; common names ("Trump" in a day of news) do not count."""
-    cfg = replace(TUNED, story_name_rare_df=0.2)  # (a small test window: every name is rare)
-    assert len(set(_run(cfg, FERGUSON))) == 1
-    assert len(set(_run(replace(cfg, story_name_boost=1.0), FERGUSON))) == 2
-    assert len(set(_run(replace(cfg, story_name_rare_df=0.0), FERGUSON))) == 2  # nothing rare
+    monkeypatch.setattr(story_assigner, "STORY_NAME_RARE_DF", 0.2)  # (a small test window: every name is rare)
+    assert len(set(_run(FERGUSON))) == 1
+    with monkeypatch.context() as m:
+        m.setattr(story_decision, "STORY_NAME_BOOST", 1.0)
+        assert len(set(_run(FERGUSON))) == 2
+    monkeypatch.setattr(story_assigner, "STORY_NAME_RARE_DF", 0.0)
+    assert len(set(_run(FERGUSON))) == 2  # nothing rare
 
 
-def _match_in_turn(vec, postings, stories, now_ms, config, generic=frozenset(), threshold=None,
-                   publisher=None, passing=None, dates=(), names=((), ()), rare_names=frozenset()):
+def _match_in_turn(vec, postings, stories, now_ms, regime, threshold, publisher=None, passing=None,
+                   dates=(), names=((), ()), rare_names=frozenset()):
     """The centroid match as first written: every story that shares a term goes through the
     vetoes, then the thresholds (the reference for the pruned :func:`match_story_centroid`)."""
     dots: dict[str, float] = {}
-    spec: dict[str, float] = {}
     concepts: dict[str, int] = {}
     for t, sids in postings.items():
         w = vec.get(t)
@@ -499,39 +495,32 @@ def _match_in_turn(vec, postings, stories, now_ms, config, generic=frozenset(), 
             cw = st.centroid.get(t) if st is not None else None
             if cw is not None:
                 dots[sid] = dots.get(sid, 0.0) + w * cw
-                if t not in generic:
-                    spec[sid] = spec.get(sid, 0.0) + w * cw
-                    concepts[sid] = concepts.get(sid, 0) + (-1 if "_" in t else 1)
+                concepts[sid] = concepts.get(sid, 0) + (-1 if "_" in t else 1)
     best, best_s = None, 0.0
-    base = config.story_threshold if threshold is None else threshold
-    reach = config.story_merge_reach if passing is not None else 1.0
-    boost, min_shared = config.story_name_boost, config.story_name_min_shared
+    reach = story_decision.STORY_MERGE_REACH if passing is not None else 1.0
+    boost = story_decision.STORY_NAME_BOOST if regime.names else 1.0
+    min_shared = story_decision.STORY_NAME_MIN_SHARED
     if boost == 1.0 or len(rare_names) < min_shared:
         rare_names = frozenset()
     for sid, dot in dots.items():
         st = stories[sid]
-        if now_ms - st.last_ms >= config.story_idle_ms or st.norm <= 0.0:
+        if now_ms - st.last_ms >= regime.idle_ms or st.norm <= 0.0:
             continue
         if dates and st.other_days(publisher or "", dates):
             continue
-        if config.story_name_veto and names[0] and st.names_other(*names):
+        if regime.names and names[0] and st.names_other(*names):
             continue
-        s = dot / st.count if config.story_score == "average" and st.count else dot / st.norm
-        decay = config.story_threshold_decay
-        thr = base * st.count ** -decay if decay else base
-        if config.same_publisher_factor != 1.0 and publisher is not None and st.publishers == {publisher}:
-            thr *= config.same_publisher_factor
+        s = dot / st.norm
+        thr = threshold * st.count ** -regime.decay if regime.decay else threshold
+        if regime.same_publisher_factor != 1.0 and publisher is not None and st.publishers == {publisher}:
+            thr *= regime.same_publisher_factor
         if rare_names and len(st.name_keys()[0] & rare_names) >= min_shared:
             thr *= boost
         if s < thr:
             if reach < 1.0 and s >= thr * reach:
                 passing.append(st)
             continue
-        if config.story_min_average and dot < config.story_min_average * st.count:
-            continue
-        if config.story_min_specific and spec.get(sid, 0.0) < config.story_min_specific * st.norm:
-            continue
-        if config.story_min_concepts > 0 and concepts.get(sid, 0) < config.story_min_concepts:
+        if regime.min_concepts > 0 and concepts.get(sid, 0) < regime.min_concepts:
             continue
         if passing is not None:
             passing.append(st)
@@ -546,21 +535,20 @@ def test_centroid_match_prunes_far_stories_without_changing_a_decision(
     """:func:`match_story_centroid` drops stories below the lowest threshold before the date
     and name vetoes and the name boost: on the labelled real day every call (story, score and
     the stories passed for a merge) equals the match that checks every story in turn."""
-    import newsflow.dedup.stories as stories_mod
     from newsflow.connectors.files import iter_archive
     from newsflow.feeds.normalize import normalize_payload
     from newsflow.wire.codec import decode_raw
 
-    real = stories_mod.match_story_centroid
+    real = story_assigner.match_story_centroid
     seen = {"calls": 0, "candidates": 0, "passing": 0, "joined": 0, "vetoes": 0}
 
-    def both(vec, postings, stories, now_ms, config, generic=frozenset(), threshold=None,
-             publisher=None, passing=None, dates=(), names=((), ()), rare_names=frozenset()):
+    def both(vec, postings, stories, now_ms, regime, threshold, publisher=None, passing=None,
+             dates=(), names=((), ()), rare_names=frozenset()):
         mine: list | None = [] if passing is not None else None
         ref: list | None = [] if passing is not None else None
-        rest = (generic, threshold, publisher)
-        got = real(vec, postings, stories, now_ms, config, *rest, mine, dates, names, rare_names)
-        want = _match_in_turn(vec, postings, stories, now_ms, config, *rest, ref, dates, names, rare_names)
+        rest = (threshold, publisher)
+        got = real(vec, postings, stories, now_ms, regime, *rest, mine, dates, names, rare_names)
+        want = _match_in_turn(vec, postings, stories, now_ms, regime, *rest, ref, dates, names, rare_names)
         assert (got[0] and got[0].story_id, got[1]) == (want[0] and want[0].story_id, want[1])
         assert [s.story_id for s in mine or ()] == [s.story_id for s in ref or ()]
         if passing is not None:
@@ -572,13 +560,13 @@ def test_centroid_match_prunes_far_stories_without_changing_a_decision(
         seen["vetoes"] += bool(dates) or bool(names[0])
         return got
 
-    monkeypatch.setattr(stories_mod, "match_story_centroid", both)
+    monkeypatch.setattr(story_assigner, "match_story_centroid", both)
     # the labelled real day (the sparse regime, date and name vetoes) ...
     day = shared_dir / "data" / "real-feeds" / "headlines-24feeds_2020-05-03_06.feeds.raw.jsonl.gz"
     arts = [a for raw in iter_archive(day) for a in normalize_payload(decode_raw(raw)).articles]
     arts.sort(key=lambda a: (a.fetched_ms, a.article_id))
-    assigner = StoryAssigner(TUNED)
-    for f in featurize_batch(arts, TUNED):
+    assigner = StoryAssigner(CFG)
+    for f in featurize_batch(arts, CFG):
         assigner.assign(f)
     assert seen["calls"] > 1000 and seen["candidates"] > 20 * seen["calls"], seen
     assert seen["joined"] > 200 and seen["vetoes"] > 1000, seen
@@ -587,8 +575,8 @@ def test_centroid_match_prunes_far_stories_without_changing_a_decision(
     with gzip.open(uci) as fh:
         rows = [json.loads(line) for line in itertools.islice(fh, 6000)]
     inputs = [StoryInput(r["id"], r["title"], r["url"], r["source"], iso_to_ms(r["time"])) for r in rows]
-    assigner = StoryAssigner(TUNED)
-    for f in featurize_batch(inputs, TUNED):
+    assigner = StoryAssigner(CFG)
+    for f in featurize_batch(inputs, CFG):
         assigner.assign(f)
     assert seen["passing"] > 100, seen
 

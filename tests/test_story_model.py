@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from newsflow.dedup.stories import HOUR_MS, TUNED, StoryInput, featurize_batch
+from newsflow.dedup.story_config import HOUR_MS, StoryConfig
+from newsflow.dedup.story_features import StoryInput, featurize_batch
 
 # the learned decision is a bench experiment (bench/learned_stories), not a package module
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -22,6 +23,9 @@ from learned_stories.story_model import (
     StoryModel,
     load_model,
 )
+
+#: the flow's story configuration (the defaults)
+CONFIG = StoryConfig()
 
 T0 = 1_588_000_000_000
 BODY_FERGUSON = ("Professor Neil Ferguson, whose modelling shaped the lockdown, resigned from the government's "
@@ -50,7 +54,7 @@ FILLER = [StoryInput(f"z{i}", f"{WORDS[i % 18]} {WORDS[(i * 7 + 3) % 18]} report
 
 
 def run(sa: LearnedStoryAssigner, items: list[StoryInput]) -> list[str]:
-    return [sa.assign(f).story_id for f in featurize_batch(FILLER + items, TUNED)][len(FILLER):]
+    return [sa.assign(f).story_id for f in featurize_batch(FILLER + items, CONFIG)][len(FILLER):]
 
 
 def test_shipped_model_loads_and_matches_the_features() -> None:
@@ -74,24 +78,24 @@ def test_a_model_file_of_other_features_or_version_is_refused(tmp_path: Path) ->
 
 
 def test_reports_of_one_event_join_and_others_do_not() -> None:
-    ids = run(LearnedStoryAssigner(TUNED), ITEMS)
+    ids = run(LearnedStoryAssigner(CONFIG), ITEMS)
     assert ids[0] == ids[1] == ids[3], ids
     assert len({ids[0], ids[2], ids[4]}) == 3, ids
 
 
 def test_the_threshold_decides() -> None:
     never = replace(load_model(), threshold=1.0)
-    assert len(set(run(LearnedStoryAssigner(TUNED, model=never), ITEMS))) == len(ITEMS)
+    assert len(set(run(LearnedStoryAssigner(CONFIG, model=never), ITEMS))) == len(ITEMS)
 
 
 def test_same_stories_for_any_shard_count_and_after_a_pickled_resume() -> None:
     items = [it._replace(article_id=f"{it.article_id}-{k}", published_ms=it.published_ms + k * 30 * HOUR_MS)
              for k in range(4) for it in ITEMS]
-    one = run(LearnedStoryAssigner(TUNED), items)
-    assert run(LearnedStoryAssigner(TUNED, band_shards=3), items) == one
+    one = run(LearnedStoryAssigner(CONFIG), items)
+    assert run(LearnedStoryAssigner(CONFIG, band_shards=3), items) == one
     assert len(set(one)) < len(one) - 8  # (stories were joined: the comparison says something)
-    sa = LearnedStoryAssigner(TUNED)
-    feats = featurize_batch(FILLER + items, TUNED)
+    sa = LearnedStoryAssigner(CONFIG)
+    feats = featurize_batch(FILLER + items, CONFIG)
     cut = len(FILLER) + 9
     for f in feats[:cut]:
         sa.assign(f)

@@ -1,6 +1,6 @@
 """The learned pair model as a precision gate on the cascade: :class:`GatedStoryAssigner`.
 
-The hand-tuned cascade (:meth:`~newsflow.dedup.stories.StoryAssigner.assign`) proposes the
+The hand-tuned cascade (:meth:`~newsflow.dedup.story_assigner.StoryAssigner.assign`) proposes the
 story an article joins (through a layer 3-4 near-duplicate or the story centroid) and the
 stories a dense stream merges into it; the pair model
 (:class:`~learned_stories.story_model.StoryModel`, the features of
@@ -22,17 +22,14 @@ from collections.abc import Callable, Mapping
 
 from learned_stories.story_learned import LearnedStoryAssigner
 from learned_stories.story_model import StoryModel, char_ngrams, jaccard, pair_features
-from newsflow.dedup.stories import (
-    TUNED,
-    Decision,
-    StoryAssigner,
-    StoryAssignment,
-    StoryConfig,
-    StoryFeatures,
-    StoryState,
-    story_id_for,
-)
+from newsflow.dedup.story_assigner import StoryAssigner, StoryAssignment
+from newsflow.dedup.story_config import StoryConfig
+from newsflow.dedup.story_decision import Decision, StoryState, story_id_for
+from newsflow.dedup.story_features import StoryFeatures
 from newsflow.model.vocab import Disposition
+
+#: the flow's story configuration (the defaults)
+CONFIG = StoryConfig()
 
 __all__ = ["GatedStoryAssigner"]
 
@@ -41,7 +38,7 @@ class GatedStoryAssigner(LearnedStoryAssigner):
     """The cascade's story decision, each join and merge it proposes vetoed by the pair model
     when P(same story) < ``threshold`` (the model's own threshold unless given)."""
 
-    def __init__(self, config: StoryConfig = TUNED, band_shards: int = 1,
+    def __init__(self, config: StoryConfig = CONFIG, band_shards: int = 1,
                  model: StoryModel | None = None, threshold: float | None = None) -> None:
         super().__init__(config, band_shards, model)
         self.gate_threshold = self.model.threshold if threshold is None else threshold

@@ -1,7 +1,7 @@
 """The learned story decision: :class:`LearnedStoryAssigner` (pure domain code).
 
-The same state as :class:`~newsflow.dedup.stories.StoryAssigner` (band index, story postings,
-story centroids, IDF over the window; layers 3-5 decide the dispositions), with one story
+The same state as :class:`~newsflow.dedup.story_assigner.StoryAssigner` (band index, story postings,
+story centroids, IDF over the window; layers 3-4 decide the dispositions), with one story
 decision in place of the hand-tuned cascade: every open candidate story (those sharing terms with
 the article in the story postings, the ``max_candidates`` of highest cosine, and the story of its
 layer 3-4 near-duplicate) gets the pair features of :func:`~learned_stories.story_model.pair_features`
@@ -20,18 +20,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from learned_stories.story_model import StoryModel, char_ngrams, jaccard, load_model, pair_features
-from newsflow.dedup.stories import (
-    TUNED,
-    Decision,
-    StoryAssigner,
-    StoryAssignment,
-    StoryConfig,
-    StoryFeatures,
-    StoryState,
-    decide,
-    story_id_for,
-)
+from newsflow.dedup.story_assigner import StoryAssigner, StoryAssignment
+from newsflow.dedup.story_config import SLAB_MS, StoryConfig
+from newsflow.dedup.story_decision import Decision, StoryState, decide, story_id_for
+from newsflow.dedup.story_features import StoryFeatures
 from newsflow.model.vocab import Disposition
+
+#: the flow's story configuration (the defaults)
+CONFIG = StoryConfig()
 
 __all__ = ["RECENT_MEMBERS", "LearnedStoryAssigner"]
 
@@ -42,7 +38,7 @@ RECENT_MEMBERS = 8
 class LearnedStoryAssigner(StoryAssigner):
     """:class:`StoryAssigner` whose story decision is the learned pair model."""
 
-    def __init__(self, config: StoryConfig = TUNED, band_shards: int = 1,
+    def __init__(self, config: StoryConfig = CONFIG, band_shards: int = 1,
                  model: StoryModel | None = None) -> None:
         super().__init__(config, band_shards)
         #: the pair model (default: the one shipped in the package)
@@ -232,7 +228,7 @@ class LearnedStoryAssigner(StoryAssigner):
         self.recent[into.story_id] = r
 
     def advance(self, now_ms: int) -> None:
-        expired = now_ms > self._now and now_ms - self._expired_until >= self.config.slab_ms
+        expired = now_ms > self._now and now_ms - self._expired_until >= SLAB_MS
         super().advance(now_ms)
         if expired:
             self.recent = {sid: r for sid, r in self.recent.items() if sid in self.stories}

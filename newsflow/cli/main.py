@@ -403,7 +403,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_normalize(args: argparse.Namespace) -> int:
-    from newsflow.dedup.stories import story_id_for
+    from newsflow.dedup.story_decision import story_id_for
     from newsflow.feeds.normalize import normalize_payload
     from newsflow.model.records import DedupInfo, RawPayload, Sighting
     from newsflow.model.vocab import Disposition

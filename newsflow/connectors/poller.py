@@ -146,7 +146,7 @@ def poller_config(settings: Settings) -> PollerConfig:
     (and, with profiles configured, heartbeats to the ``interactions`` topic too)."""
     p = settings.poller
     d = p.model_dump(exclude={"fetch", "policy"})
-    fetch: Any = p.fetch  # sections generated from the dataclasses (``config._section_from``)
+    fetch: Any = p.fetch  # sections generated from the dataclasses (``newsflow.config.base.section_from``)
     policy: Any = p.policy
     return PollerConfig(topics=settings.kafka.topics, fetch=FetchConfig(**fetch.model_dump()),
                         policy=PollPolicy(**policy.model_dump()),

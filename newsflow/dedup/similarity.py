@@ -1,10 +1,8 @@
 """Similarity measures of the dedup layers 3-4 (000 Step 3, 001 "Deduplication Strategies").
 
 - Layer 3, title similarity: :func:`title_jaccard` (seed: word-set Jaccard >= 0.85, >= 0.95 for
-  titles under 5 words), :func:`title_overlap_coefficient` (peer: >= 0.6),
-  :func:`title_jaro_winkler` (003 ADR: >= 0.85).
-- Layer 4, content fingerprints: :func:`simhash64` + :func:`hamming` (seed: Hamming <= 3),
-  MinHash with 128 permutations (:func:`minhash_signature`, same values as datasketch 1.x
+  titles under 5 words).
+- Layer 4, content fingerprints: MinHash with 128 permutations (:func:`minhash_signature`, same values as datasketch 1.x
   ``MinHash(num_perm=128, seed=1)``), LSH band keys b=16 x r=8 (:func:`lsh_band_keys`), the
   b-bit compressed signature kept in state (:func:`compress_signature`,
   :func:`signature_jaccard`), and the first-3-sentences overlap of 001
@@ -22,7 +20,6 @@ from functools import lru_cache
 
 import numpy as np
 import xxhash
-from rapidfuzz.distance import JaroWinkler
 
 from newsflow.text.sentences import sentence_words, split_sentences
 
@@ -32,7 +29,6 @@ __all__ = [
     "compress_signature",
     "first_sentences",
     "first_sentences_overlap",
-    "hamming",
     "lsh_band_keys",
     "lsh_band_keys_bulk",
     "minhash_jaccard",
@@ -41,16 +37,11 @@ __all__ = [
     "minhash_signatures",
     "sentence_key",
     "signature_jaccard",
-    "simhash64",
-    "simhash64_batch",
     "title_jaccard",
-    "title_jaro_winkler",
-    "title_overlap_coefficient",
 ]
 
 MERSENNE_PRIME = np.uint64((1 << 61) - 1)  # datasketch._mersenne_prime
 MAX_HASH = np.uint64((1 << 32) - 1)  # datasketch._max_hash
-_U64 = (1 << 64) - 1
 
 
 # --- Layer 3: titles ---------------------------------------------------------------------
@@ -63,79 +54,6 @@ def title_jaccard(a: Iterable[str], b: Iterable[str]) -> float:
         return 0.0
     inter = len(sa & sb)
     return inter / (len(sa) + len(sb) - inter)
-
-
-def title_overlap_coefficient(a: Iterable[str], b: Iterable[str]) -> float:
-    """|A ∩ B| / min(|A|, |B|): a rewritten or shortened headline still scores high."""
-    sa, sb = set(a), set(b)
-    if not sa or not sb:
-        return 0.0
-    return len(sa & sb) / min(len(sa), len(sb))
-
-
-def title_jaro_winkler(a: str, b: str) -> float:
-    """Jaro-Winkler similarity of two normalized titles (003 ADR: duplicate when >= 0.85)."""
-    if not a or not b:
-        return 0.0
-    return float(JaroWinkler.similarity(a, b))
-
-
-# --- Layer 4: SimHash ----------------------------------------------------------------------
-
-
-def simhash64(features: Iterable[str], weights: Sequence[float] | None = None) -> int:
-    """64-bit SimHash (Charikar) of a bag of features (001 Layer 4 "SimHash").
-
-    Each feature is hashed with xxh3-64; bit i of the result is set when the weighted sum of
-    +1/-1 votes of bit i is positive. Empty input gives 0.
-    """
-    feats = list(features)
-    if not feats:
-        return 0
-    hashes = np.fromiter(
-        (xxhash.xxh3_64_intdigest(f.encode("utf-8", "surrogatepass")) for f in feats),
-        dtype=np.uint64,
-        count=len(feats),
-    )
-    bits = ((hashes[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).astype(np.int8)
-    votes = bits * 2 - 1
-    w = np.ones(len(feats)) if weights is None else np.asarray(weights, dtype=np.float64)
-    total = w @ votes
-    out = 0
-    for i in np.flatnonzero(total > 0):
-        out |= 1 << int(i)
-    return out
-
-
-def simhash64_batch(feature_sets: Sequence[Sequence[str]]) -> list[int]:
-    """:func:`simhash64` (unweighted) of many bags at once: one hash pass and one numpy vote
-    count over all features (the votes are integers, so the result equals one call per bag).
-
-    >>> bags = [["a b", "b c"], [], ["x y", "x y", "y z"]]
-    >>> simhash64_batch(bags) == [simhash64(b) for b in bags]
-    True
-    """
-    lens = [len(f) for f in feature_sets]
-    out = [0] * len(lens)
-    rows = [i for i, n in enumerate(lens) if n]
-    if not rows:
-        return out
-    h = xxhash.xxh3_64_intdigest
-    hashes = np.fromiter((h(f.encode("utf-8", "surrogatepass")) for i in rows for f in feature_sets[i]),
-                         dtype=np.uint64, count=sum(lens))
-    votes = ((hashes[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).astype(np.int32) * 2 - 1
-    offsets = np.zeros(len(rows), dtype=np.int64)
-    np.cumsum([lens[i] for i in rows[:-1]], out=offsets[1:])
-    totals = np.add.reduceat(votes, offsets, axis=0) > 0  # (bags, 64): bit i set when its sum > 0
-    weights = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
-    for i, v in zip(rows, (totals * weights).sum(axis=1, dtype=np.uint64).tolist(), strict=True):
-        out[i] = int(v)
-    return out
-
-
-def hamming(a: int, b: int) -> int:
-    """Number of differing bits of two 64-bit fingerprints (seed: near-duplicate when <= 3)."""
-    return ((a ^ b) & _U64).bit_count()
 
 
 # --- Layer 4: MinHash + LSH ---------------------------------------------------------------

@@ -5,7 +5,7 @@ released batch (a tick) :meth:`StoryTracker.flush` returns the stories that chan
 last flush — coalesced, at most one view per story per tick — and the stories that expired.
 
 Event time only: the tracker's clock is the latest publication time it has seen (the story
-clock of :class:`~newsflow.dedup.stories.StoryAssigner`); a story expires ``window_ms``
+clock of :class:`~newsflow.dedup.story_assigner.StoryAssigner`); a story expires ``window_ms``
 after its last member, as the assigner's story state does. Deterministic: views come out in
 story-id order, so a replay gives the same records for any number of workers.
 

@@ -3,7 +3,7 @@
     raw (keyed by input partition)
       -> parse      parse + normalize; event-time clock; ticks      [key: input partition]
       -> dedup      exact dedup, layers 1-2 (GUID, canonical URL)   [key: dedup.shards domain shards]
-      -> stories    tick-aligned merge; layers 3-5 + story ids;     [key: K shards by a stable
+      -> stories    tick-aligned merge; layers 3-4 + story ids;     [key: K shards by a stable
                     importance score; online topic (river k-means)   hash of the feed category]
       -> digests    event-time digest windows (morning/midday/evening/weekly/rolling):
                     feeders: entries to windows, seals              [key: the story shard's]
@@ -50,12 +50,10 @@ from newsflow.core.placement import input_keys, key_name, placed_key
 from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.exact import DedupShard, dedup_shard_key, story_margin_ms
-from newsflow.dedup.stories import (
-    StoryAssigner,
-    StoryFeatures,
-    featurize_batch,
-    title_layer_changes,
-)
+from newsflow.dedup.story_assigner import StoryAssigner
+from newsflow.dedup.story_config import SLAB_MS
+from newsflow.dedup.story_decision import title_layer_changes
+from newsflow.dedup.story_features import StoryFeatures, featurize_batch
 from newsflow.dedup.story_state import MemberRecords, StoryTracker
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import digest_entries
@@ -367,7 +365,7 @@ class DedupLogic(StatefulLogic[ShardInput, DedupOutput | Output, Snapshot]):
         )
         # (also on a resumed shard: its snapshot may predate the current story settings)
         self.shard.story_margin_ms = story_margin_ms(settings.dedup.window_ms, self.story_config.window_ms,
-                                                     self.story_config.slab_ms)
+                                                     SLAB_MS)
         self.merge: EpochMerge = st["merge"] if "merge" in st else EpochMerge(sources)
 
     def on_item(self, value: ShardInput) -> tuple[Iterable[DedupOutput | Output], bool]:

@@ -26,7 +26,7 @@ from newsflow.core.pickling import Shared, expect_shared, fast_pickle
 from newsflow.model.records import Article, DedupInfo
 
 if TYPE_CHECKING:
-    from newsflow.dedup.stories import StoryFeatures
+    from newsflow.dedup.story_features import StoryFeatures
 
 #: a topic record as JSON-ready fields (built only in ``newsflow.wire``)
 JsonRecord = dict[str, Any]
@@ -139,7 +139,7 @@ class Deduped:
     article: Article
     info: DedupInfo
     epoch: int = -1
-    #: the article's story features (``newsflow.dedup.stories.featurize``), computed by the shard
+    #: the article's story features (``newsflow.dedup.story_features.featurize``), computed by the shard
     features: StoryFeatures | None = None
     #: :attr:`ParsedArticle.previous_poll_ms`
     previous_poll_ms: int | None = None

@@ -1,7 +1,7 @@
 """What a people is called -> its place ("German" -> "Germany"), lower case, single words.
 
 Headlines say "Germany reopens shops" and "German states ease rules" about one event; the story
-step's name keys (:func:`newsflow.dedup.stories.name_keys`) count both as one name. Countries and
+step's name keys (:func:`newsflow.dedup.story_features.name_keys`) count both as one name. Countries and
 regions that make news in English-language feeds; a name missing here only means the two forms
 count as two names.
 """

@@ -1,15 +1,11 @@
-"""Named entities without a model download: one capitalized-phrase extractor for dedup Layer 5
-and the digest's topic labels.
+"""Named entities without a model download: one capitalized-phrase extractor for the story
+step's name keys (the name veto), story labels and the digest's topic labels.
 
-Layer 5 (docs/rules.md#layer-5-same-event): two articles whose entities (people,
-organizations, places) overlap by 80 % or more and whose publication times are within 24 h are
-the same event. A digest topic's label names its most frequent entity
-(docs/rules.md#topic-clustering).
+A digest topic's label names its most frequent entity (docs/rules.md#topic-clustering).
 
 :func:`capitalized_phrases` keeps runs of capitalized words (original case) minus stop and
 generic words; a lone capitalized word at the start of a sentence is undecidable and skipped.
-Layer 5 compares the lower-cased single-word keys (:func:`entity_keys`). Its quality on real
-headlines is measured in ``bench/README-stories.md`` (Layer 5 precision/recall).
+Names are compared as lower-cased single-word keys (:func:`entity_keys`).
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ from newsflow.text.tokenize import STOP_WORDS
 __all__ = [
     "capitalized_phrases",
     "entity_keys",
-    "entity_overlap",
     "extract_entities",
     "is_title_case",
     "with_of_phrase",
@@ -168,7 +163,7 @@ def capitalized_phrases(text: str, *, skip_initial: bool = True,
 
 
 def extract_entities(text: str, max_entities: int = 12) -> list[str]:
-    """Layer 5 entities: :func:`capitalized_phrases` lower-cased, deduplicated, in order.
+    """Entities of a text: :func:`capitalized_phrases` lower-cased, deduplicated, in order.
 
     >>> extract_entities("Barack Obama meets Angela Merkel in Berlin")
     ['barack obama', 'angela merkel', 'berlin']
@@ -182,16 +177,6 @@ def entity_keys(entities: Iterable[str]) -> frozenset[str]:
     """Single-word keys of entity phrases ("barack obama" -> {"barack", "obama"}), so that a
     later headline saying just "Obama" still overlaps."""
     return frozenset(part for e in entities for part in e.split())
-
-
-def entity_overlap(a: Iterable[str], b: Iterable[str]) -> float:
-    """Layer 5 entity overlap: |A ∩ B| / min(|A|, |B|) over entity keys (0 when either side
-    has none). "Same event" when >= 0.8 and the dates are within 24 h
-    (docs/rules.md#layer-5-same-event)."""
-    sa, sb = frozenset(a), frozenset(b)
-    if not sa or not sb:
-        return 0.0
-    return len(sa & sb) / min(len(sa), len(sb))
 
 
 #: " of " and a capitalized name after an entity ("Isle" -> "Isle of Wight", "Bank of England"),

@@ -56,7 +56,7 @@ def porter_stem(word: str) -> str:
 
 @lru_cache(maxsize=1 << 18)
 def light_stem(word: str) -> str:
-    """A tiny, deterministic plural stripper for story matching (dedup layers 3-5 terms).
+    """A tiny, deterministic plural stripper for story matching (the story step's terms).
 
     Enough to make "merger"/"mergers" or "stock"/"stocks" one term; not used by the Layer 3
     Jaccard, which compares word sets as they are (docs/rules.md#layer-3-title-similarity).
