@@ -16,7 +16,7 @@ on the other processes.
 ``--pickle ARCHIVE`` times a pickle round trip (what Bytewax does to a message that crosses
 processes) of the messages the first 300 polls of an archive make, ``Deduped`` (article, dedup
 decision, story features) and ``ScoredArticle``, with the dataclasses' own pickling and with
-``newsflow.core.pickling.fast_pickle``, in one invocation.
+``newsflow.runtime.pickling.fast_pickle``, in one invocation.
 
 ``--exchange`` measures the cost of moving an item between processes in Bytewax itself: 20,000
 dicts of ~1 KB through two keyed steps, on 1 process and on 2 (CPU of all processes summed); the
@@ -188,7 +188,7 @@ def exchange(count: int) -> None:
 
 def pickling(archive: str, polls: int = 300, rounds: int = 5) -> None:
     """Pickle round trips of real messages: the dataclasses' own ``__getstate__`` /
-    ``__setstate__`` vs :func:`~newsflow.core.pickling.fast_pickle`'s ``__reduce__``."""
+    ``__setstate__`` vs :func:`~newsflow.runtime.pickling.fast_pickle`'s ``__reduce__``."""
     import itertools
     import pickle
 

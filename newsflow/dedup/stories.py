@@ -37,7 +37,6 @@ from typing import Any, NamedTuple, Protocol
 import xxhash
 
 from newsflow.core.hashing import shard_of, stable_id
-from newsflow.core.pickling import fast_pickle, from_columns, set_slots, to_columns
 from newsflow.dedup.similarity import (
     compress_signature,
     first_sentences,
@@ -54,6 +53,7 @@ from newsflow.dedup.similarity import (
 )
 from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
 from newsflow.model.vocab import Disposition
+from newsflow.runtime.pickling import fast_pickle, from_columns, set_slots, to_columns
 from newsflow.text.demonyms import DEMONYMS
 from newsflow.text.entities import (
     capitalized_phrases,
