@@ -28,6 +28,7 @@ from newsflow.flows.digest_windows import trend_keys
 from newsflow.flows.pipeline import shard_keys, story_keys
 from newsflow.runtime import BYTEWAX
 from newsflow.runtime.placement import input_keys, key_name, worker_of
+from tests.cluster_addresses import loopback_addresses
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = [f"{i:04d}" for i in range(5)] + ["10-feeds.raw", "9-feeds.raw"]
@@ -59,9 +60,18 @@ def _probe(tmp_path: Path, processes: int, per_process: int, keys: list[str]) ->
     out = tmp_path / f"p{processes}w{per_process}"
     out.mkdir()
     env = {**os.environ, "PROBE_PARTS": ",".join(PARTS), "PROBE_KEYS": ",".join(keys), "PROBE_OUT": str(out)}
-    subprocess.run([sys.executable, "-m", "bytewax.testing", "tests.runtime_probe:flow",
-                    "-p", str(processes), "-w", str(per_process)],
-                   env=env, check=True, timeout=120, cwd=ROOT, capture_output=True)
+    # Bytewax's own launcher (``bytewax.testing -p``) takes fixed ports: free ones here
+    cluster = ["-a", loopback_addresses(processes)] if processes > 1 else []
+    procs = [subprocess.Popen([sys.executable, "-m", "bytewax.run", "tests.runtime_probe:flow", "-w", str(per_process),
+                               *(["-i", str(i)] if cluster else []), *cluster],
+                              env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for i in range(processes)]
+    try:
+        codes = [p.wait(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert codes == [0] * processes, [p.stderr.read() for p in procs if p.stderr]
     lines = [line.split() for f in sorted(out.iterdir()) for line in f.read_text().splitlines()]
     run = Run(processes * per_process, {}, {}, {}, [])
     for x in lines:
