@@ -1,4 +1,4 @@
-"""Cost of the live relevance stage (issue 13): the same archive replayed in file mode, in one
+"""Cost of the live relevance stage: the same archive replayed in file mode, in one
 invocation, without profiles, with a configured ``default`` profile (subscriptions only), and
 with that profile learning from a simulated reader (reads one category, skips another, 40 min
 after each unique article is fetched).

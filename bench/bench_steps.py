@@ -24,8 +24,8 @@ difference per crossing is what every keyed step that sends an item to another p
 
 Each process's CPU seconds in every wall second of the run (``cpu_per_wall_second``, from
 ``/proc``) show when it waits for the others: ``seconds_under_half_busy`` counts the seconds it
-used less than half a core. (This is how the 22nd session saw the steps of a 2-process replay run
-in turn, one process idle, with 256 raw messages per file read.)
+used less than half a core (e.g. the steps of a 2-process replay running in turn, one process
+idle, as they did with 256 raw messages per file read).
 """
 
 from __future__ import annotations
