@@ -8,8 +8,8 @@ label is "[Named Entity]: [top terms]".
 
 :func:`capitalized_phrases` keeps runs of capitalized words (original case) minus stop and
 generic words; a lone capitalized word at the start of a sentence is undecidable and skipped.
-Layer 5 compares the lower-cased single-word keys (:func:`entity_keys`). Its quality on real
-headlines is measured in ``bench/README-stories.md`` (Layer 5 precision/recall).
+Layer 5 compares the lower-cased single-word keys (:func:`entity_keys`). Its link precision on
+real headlines is measured by ``bench/eval_stories.py`` (per layer).
 """
 
 from __future__ import annotations
