@@ -1,9 +1,9 @@
 """Which worker runs a key, and key names chosen so that the flow's few heavy keys spread.
 
 Bytewax 0.21.1 sends a keyed item to worker ``SipHash-1-3(key's UTF-8 bytes + 0xff) % workers``
-(Rust's ``DefaultHasher`` on a ``String``; checked against real multi-process runs in
-``tests/test_runtime_contract.py``), and it reads input partition ``i`` of the sorted partition names
-on worker ``i % workers``. The flow has few keys of its own (input partitions, 8 dedup shards,
+(Rust's ``DefaultHasher`` on a ``String``), and it reads input partition ``i`` of the sorted
+partition names on worker ``i % workers``; both are checked against real worker threads and
+processes in ``tests/test_runtime_contract.py``. The flow has few keys of its own (input partitions, 8 dedup shards,
 8 story shards, one key per digest type), so hashing alone placed them badly: on two workers
 all five digest keys and three of the four UCI categories' story shards sat on worker 0, and
 every input partition was parsed on the other worker than the one that read it (each raw
