@@ -2,7 +2,7 @@
 whole flow (``newsflow demo --input``, between two good payloads) under ``/usr/bin/time -v``,
 plus the whole corpus in one run; writes a Markdown table (case -> outcome -> time -> RSS).
 
-    .venv/bin/python bench/bench_badinput.py [--out bench/README-robustness.md] [--only NAME]
+    .venv/bin/python bench/bench_badinput.py [--out FILE.md] [--only NAME]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def outcome(out: Path, name: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(ROOT / "bench" / "README-robustness.md"))
+    ap.add_argument("--out", help="also write the table to this Markdown file (after a <!-- table --> line)")
     ap.add_argument("--only")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="nf-bad-"))
@@ -84,7 +84,7 @@ def main() -> None:
     md += [f"| {n} | {o} | {s:.2f} | {r:.0f} | {s / b_s:.2f}x, {r / b_rss:.2f}x |" for n, o, s, r in rows]
     table = "\n".join(md)
     print(table)
-    if not a.only:
+    if a.out and not a.only:
         p = Path(a.out)
         text = p.read_text() if p.exists() else ""
         start = text.find("<!-- table -->")

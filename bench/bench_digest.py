@@ -11,8 +11,8 @@ entries (once per article, on arrival) is printed apart, per article; so is the 
 (:class:`newsflow.digest.coverage.StoryCoverage`), which the flow's digest step also keeps across
 windows and fills as records arrive: it is built untimed too.
 
-``--baseline-src DIR`` runs the same window through the code of another checkout (e.g. the
-lead's ``main`` before this change) in a subprocess on the same records, in the same
+``--baseline-src DIR`` runs the same window through the code of another checkout (e.g. ``main``
+before a change) in a subprocess on the same records, in the same
 invocation, and prints both (ratio = baseline / this). A baseline that keeps entries
 (``newsflow.digest.entries``) gets them built before its timed part, as here, so both time
 assembly alone. State bytes are pickle sizes per article of what the digest step keeps

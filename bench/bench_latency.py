@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TOPICS = (("raw", "feeds.raw"), ("articles", "articles"), ("digests", "digests"),
           ("feed_health", "feed-health"), ("deadletter", "deadletter"), ("interactions", "interactions"))
 #: ``--profiles``: a configured default profile, so every article waits for the live relevance
-#: stage (issue 13); the poller's heartbeat then also goes to ``interactions``
+#: stage; the poller's heartbeat then also goes to ``interactions``
 PROFILE_TOML = """
 [profiles.profile.default]
 categories = ["news"]

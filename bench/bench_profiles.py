@@ -1,12 +1,14 @@
-"""Cost of the live relevance stage (issue 13): the same archive replayed in file mode, in one
+"""Cost of the live relevance stage: the same archive replayed in file mode, in one
 invocation, without profiles, with a configured ``default`` profile (subscriptions only), and
 with that profile learning from a simulated reader (reads one category, skips another, 40 min
 after each unique article is fetched).
 
-    .venv/bin/python bench/bench_profiles.py [--input ARCHIVE] [--workers 1]
+    .venv/bin/python bench/bench_profiles.py [--input ARCHIVE] [--workers 1] [--runs 3]
 
-Default input: the real 24-feed replay in ../shared (read in place, never copied). Prints wall
-seconds, articles/s and the ratio to the plain run, and checks that only the relevance and the
+Default input: the real 24-feed replay in ../shared (read in place, never copied). The three
+commands run in turn, ``--runs`` rounds (A B C A B C ...). Prints per command the median wall
+seconds and articles/s, and its ratio to the plain run per round and their median (a drift of
+the shared machine's speed cancels out within a round); checks that only the relevance and the
 importance of the article records differ.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,18 +67,22 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--input", default=str(REAL))
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="newsflow-bench-profiles-"))
-    res = {}
-    res["plain"] = demo(args.input, work / "plain", args.workers)
+    res: dict[str, list[float]] = {"plain": [], "default_profile": [], "default_profile_learning": []}
+    res["plain"].append(demo(args.input, work / "plain", args.workers))
     arts = [orjson.loads(x) for x in (work / "plain" / "articles.jsonl").read_bytes().splitlines()]
     cfg = work / "newsflow.toml"
     cfg.write_text('[profiles.profile.default.topics]\nhealth = ["virus", "hospital", "vaccine"]\n')
     ix = work / "interactions.jsonl"
     clicks = reader_clicks(arts, READS, SKIPS)
     ix.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in clicks))
-    res["default_profile"] = demo(args.input, work / "static", args.workers, cfg)
-    res["default_profile_learning"] = demo(args.input, work / "learn", args.workers, cfg, ix)
+    for i in range(args.runs):
+        if i:
+            res["plain"].append(demo(args.input, work / "plain", args.workers))
+        res["default_profile"].append(demo(args.input, work / "static", args.workers, cfg))
+        res["default_profile_learning"].append(demo(args.input, work / "learn", args.workers, cfg, ix))
     keep = ("importance", "importance_components")
     for run in ("static", "learn"):
         got = [orjson.loads(x) for x in (work / run / "articles.jsonl").read_bytes().splitlines()]
@@ -86,7 +93,10 @@ def main() -> None:
     print(json.dumps({
         "input": args.input, "workers": args.workers, "articles": n, "interactions": len(clicks),
         "reads": READS, "skips": SKIPS,
-        "runs": {k: {"seconds": round(v, 2), "articles_per_s": round(n / v, 1), "vs_plain": round(v / res["plain"], 3)}
+        "runs": {k: {"seconds_median": round(statistics.median(v), 2),
+                     "articles_per_s": round(n / statistics.median(v), 1),
+                     "vs_plain_per_round": [round(x / p, 3) for x, p in zip(v, res["plain"], strict=True)],
+                     "vs_plain_median": round(statistics.median(x / p for x, p in zip(v, res["plain"], strict=True)), 3)}
                  for k, v in res.items()},
     }, indent=2))
 

@@ -16,7 +16,7 @@ on the other processes.
 ``--pickle ARCHIVE`` times a pickle round trip (what Bytewax does to a message that crosses
 processes) of the messages the first 300 polls of an archive make, ``Deduped`` (article, dedup
 decision, story features) and ``ScoredArticle``, with the dataclasses' own pickling and with
-``newsflow.core.pickling.fast_pickle``, in one invocation.
+``newsflow.runtime.pickling.fast_pickle``, in one invocation.
 
 ``--exchange`` measures the cost of moving an item between processes in Bytewax itself: 20,000
 dicts of ~1 KB through two keyed steps, on 1 process and on 2 (CPU of all processes summed); the
@@ -24,8 +24,8 @@ difference per crossing is what every keyed step that sends an item to another p
 
 Each process's CPU seconds in every wall second of the run (``cpu_per_wall_second``, from
 ``/proc``) show when it waits for the others: ``seconds_under_half_busy`` counts the seconds it
-used less than half a core. (This is how the 22nd session saw the steps of a 2-process replay run
-in turn, one process idle, with 256 raw messages per file read.)
+used less than half a core (e.g. the steps of a 2-process replay running in turn, one process
+idle, as they did with 256 raw messages per file read).
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def exchange(count: int) -> None:
 
 def pickling(archive: str, polls: int = 300, rounds: int = 5) -> None:
     """Pickle round trips of real messages: the dataclasses' own ``__getstate__`` /
-    ``__setstate__`` vs :func:`~newsflow.core.pickling.fast_pickle`'s ``__reduce__``."""
+    ``__setstate__`` vs :func:`~newsflow.runtime.pickling.fast_pickle`'s ``__reduce__``."""
     import itertools
     import pickle
 

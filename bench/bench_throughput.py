@@ -1,13 +1,13 @@
-"""Whole-flow throughput against its peers, in one invocation on the same input (issue 11).
+"""Whole-flow throughput against its peers, in one invocation on the same input.
 
     python bench/bench_throughput.py --archive ../shared/data/real-feeds/npr-ars-wgrz_2026-02_08.feeds.raw.jsonl.gz
     python bench/bench_throughput.py --uci-rows 100000 [--runs 3] [--skip naive]
 
 Runs, in turn (A B C A B C ...), each as its own process:
 
-* ``flow-p1``: the whole flow, 1 process (``python -m bytewax.run "flows.entry:file_flow()"``;
-  since the twenty-fourth session, not ``bytewax.testing -p 1``, which opens ``localhost:2101``
-  for a cluster of one: two copies at once could collide there, and one of ``--pair``'s did)
+* ``flow-p1``: the whole flow, 1 process (``python -m bytewax.run "flows.entry:file_flow()"``,
+  not ``bytewax.testing -p 1``, which opens ``localhost:2101`` for a cluster of one: two copies
+  at once could collide there, as ``--pair`` runs them)
 * ``flow-p2``: the whole flow, 2 processes (``-p 2``)
 * ``naive``:   ``bench/naive_peer.py`` (feedparser + a dict on GUID / canonical URL)
 * ``flow-base`` (with ``--baseline-src DIR``): the whole flow, 1 process, with another

@@ -1,4 +1,4 @@
-"""Story quality of the WHOLE dataflow on the UCI labelled headlines (issue 4, item 7).
+"""Story quality of the WHOLE dataflow on the UCI labelled headlines.
 
     python bench/eval_stories_flow.py                 # all 266,965 rows
     python bench/eval_stories_flow.py --rows 60000

@@ -1,4 +1,4 @@
-"""Where the labelled day's widely covered stories land in its digests (issue 9 item 4).
+"""Where the labelled day's widely covered stories land in its digests.
 
 For each gold story with >= 3 distinct publishers (headlines-24feeds_2020-05-06.stories.gold.jsonl),
 find the digest items holding its articles (by url / canonical_url / guid -> article_id, as

@@ -1,4 +1,4 @@
-"""Differential evaluation of feed parsers against the feedparser path (issue 11 item 6).
+"""Differential evaluation of feed parsers against the feedparser path.
 
     python bench/parser_diff.py [--corpus] [--archive FILE ...] [--limit N]
 

@@ -1,4 +1,4 @@
-"""State bytes per article in the window, per step, from the flow's own snapshots (issue 11 item 7).
+"""State bytes per article in the window, per step, from the flow's own snapshots.
 
     python bench/state_bytes.py ARCHIVE [--until ISO] [--out DIR] [--recovery DIR]
 
@@ -27,8 +27,8 @@ steps spent in ``snapshot()`` over the replay, per step: what recovery costs a r
 writing the store.
 
 Bytes are what the store keeps: each snapshot is a pickle compressed with zstd
-(``newsflow.core.snapshot``); ``pickled_bytes`` are the same snapshots before compression (the
-figure of the sessions before it). Neither is the memory of the live objects: peak RSS is
+(``newsflow.core.snapshot``); ``pickled_bytes`` are the same snapshots before compression (what
+the pickle weighs). Neither is the memory of the live objects: peak RSS is
 measured by ``bench_throughput.py``.
 """
 

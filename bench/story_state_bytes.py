@@ -1,4 +1,4 @@
-"""In-memory bytes per live article of the story assigner (tracemalloc; issue 11 item 7).
+"""In-memory bytes per live article of the story assigner (tracemalloc).
 
     python bench/story_state_bytes.py ARTICLES.jsonl [--rows 30000] [--label X]
 

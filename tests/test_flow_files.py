@@ -191,6 +191,17 @@ def test_two_worker_processes_give_the_same_records(demo_archive: Path, outputs:
         assert (tmp_path / "p2" / f"{t}.jsonl").read_bytes().splitlines() == outputs[t], t
 
 
+def test_without_placement_the_same_bytes_on_one_or_two_workers_and_processes(
+        demo_archive: Path, outputs: dict[str, list[bytes]], tmp_path: Path) -> None:
+    """``flow.placement = false`` (plain key names, placed by Bytewax's hash alone): the bytes of
+    the placed one-worker run, on one worker, two workers and two processes."""
+    off = Settings(flow=FlowSettings(placement=False))
+    for name, kw in (("w1", {}), ("w2", {"workers": 2}), ("p2", {"processes": 2})):
+        run_file_flow(str(demo_archive), str(tmp_path / name), off, **kw)
+        for t in TOPICS:
+            assert (tmp_path / name / f"{t}.jsonl").read_bytes().splitlines() == outputs[t], (name, t)
+
+
 def test_the_archive_splits_by_feed_into_partitions_that_each_end_with_a_marker(demo_archive: Path) -> None:
     from newsflow.connectors.files import (
         END_OF_PARTITION,

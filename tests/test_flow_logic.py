@@ -19,7 +19,6 @@ from bytewax.testing import TestingSink, TestingSource, run_main
 
 from newsflow.config import DedupSettings, Settings, StorySettings
 from newsflow.core.alignment import END
-from newsflow.core.placement import key_name
 from newsflow.core.snapshot import (
     ZSTD_MAGIC,
     SnapshotFormatError,
@@ -55,6 +54,7 @@ from newsflow.model.messages import (
     ToShard,
 )
 from newsflow.model.records import Article
+from newsflow.runtime.placement import key_name
 from newsflow.samples.demo import demo_payloads
 from newsflow.wire.codec import encode_raw
 from newsflow.wire.contracts import validate

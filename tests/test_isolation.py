@@ -8,7 +8,8 @@ from bytewax.operators import StatefulLogic
 from newsflow.config import FlowSettings, Settings
 from newsflow.flows.isolation import Isolated, isolated
 from newsflow.flows.pipeline import DedupLogic, by_key, output_guard
-from newsflow.model.messages import Batch, Output, ParsedArticle, Tick
+from newsflow.model.messages import Output, ParsedArticle, Tick
+from newsflow.runtime.pickling import Batch
 from newsflow.wire.contracts import validate
 from newsflow.wire.guard import check_record
 

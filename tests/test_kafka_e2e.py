@@ -98,7 +98,7 @@ def test_run_snapshots_at_the_configured_epoch(kafka_bootstrap: str, tmp_path: P
     it used to give nothing, and Bytewax's own 10 s applied whatever the configuration said."""
     from datetime import timedelta
 
-    import bytewax._bytewax as bw
+    import bytewax.run as bw
 
     suffix = uuid.uuid4().hex[:8]
     cfg = tmp_path / "settings.toml"

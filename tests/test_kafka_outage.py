@@ -34,7 +34,7 @@ pytestmark = pytest.mark.kafka
 FLOW = """
 import json, sys
 from datetime import timedelta
-from bytewax._bytewax import cli_main
+from bytewax.run import cli_main
 from bytewax.dataflow import Dataflow
 from bytewax.recovery import RecoveryConfig
 from newsflow.config import KafkaSettings, Settings, Topics

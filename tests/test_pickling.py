@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import pytest
 
-from newsflow.core import pickling
-from newsflow.core.pickling import Shared, fast_pickle
 from newsflow.dedup.story_features import StoryFeatures
 from newsflow.model import messages, records
-from newsflow.model.messages import Batch, Deduped, FromShard, ScoredArticle, Tick
+from newsflow.model.messages import Deduped, FromShard, ScoredArticle, Tick
 from newsflow.model.records import Article, DedupInfo, Media, Sighting
+from newsflow.runtime import pickling
+from newsflow.runtime.pickling import Batch, Shared, fast_pickle
 
 
 def _frozen_slotted(module: object) -> list[type]:

@@ -9,7 +9,7 @@ article joins) vetoes: a join with P(same story) below the gate's threshold star
 instead, a merge whose merged-away story the article is below the threshold with is refused.
 The model is trained on the cascade's own proposals (``bench/train_story_model.py``'s
 :func:`gate_pairs`), so it learns the cascade's false joins. Measured leave-one-day-out by
-``bench/cv_stories.py`` (``bench/README-stories.md``).
+``bench/cv_stories.py`` (``bench/RESULTS.md``).
 
 Event time only, the cascade's order, floats summed in the order of the article's terms: the
 same input gives the same stories for any number of shards, workers or processes.

@@ -7,7 +7,7 @@ the article in the story postings, the ``max_candidates`` of highest cosine, and
 layer 3-4 near-duplicate) gets the pair features of :func:`~learned_stories.story_model.pair_features`
 and the logistic model's P(same story) (:class:`~learned_stories.story_model.StoryModel`).
 Trained and measured leave-one-day-out by ``bench/train_story_model.py`` and
-``bench/cv_stories.py`` (``bench/README-stories.md``).
+``bench/cv_stories.py`` (``bench/RESULTS.md``).
 
 Event time only, stable order (candidates in story-id order, floats summed in one order): the
 same input gives the same stories for any number of shards, workers or processes.

@@ -376,7 +376,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
-    from bytewax._bytewax import cli_main
+    from bytewax.run import cli_main
 
     from newsflow.cli.ops import observed
     from newsflow.connectors.topics import ensure_topics

@@ -3,7 +3,7 @@
 
 Bytewax runs one dataflow on several processes as one cluster (``cluster_main`` with every
 process's address and its own index). A Python process runs one thread at a time, so more worker
-*threads* give a replay no speed; more processes do (``bench/README-throughput.md``). This
+*threads* give a replay no speed; more processes do (``bench/bench_throughput.py``). This
 starts ``N`` children of this module on free loopback ports, each building the same file flow
 and running its share of the keys, and waits for them. The outputs are the bytes one process
 writes (the file sink orders each file when the replay ends). Each child writes its counters

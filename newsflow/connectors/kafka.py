@@ -39,10 +39,10 @@ from newsflow.connectors.topics import (
     producer_config,
     settings_config,
 )
-from newsflow.core.placement import input_keys
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
 from newsflow.model.messages import Output
+from newsflow.runtime.placement import input_keys
 from newsflow.wire.codec import deadletter_to_dict, dumps
 from newsflow.wire.contracts import headers_for
 
@@ -297,9 +297,10 @@ def kafka_raw_input(
     src = RawKafkaSource(brokers, settings.kafka.topics.raw, tail=tail, timeout_s=settings.kafka.timeout_s,
                          add_config=add_config, batch_size=settings.flow.read_batch,
                          cluster_check_s=settings.kafka.cluster_check_s)
-    # the parse step of a partition runs on the worker that reads it (newsflow.core.placement)
+    # the parse step of a partition runs on the worker that reads it (newsflow.runtime.placement)
     number = {p: int(p.split("-", 1)[0]) for p in src.list_parts()}  # "3-feeds.raw" -> 3
-    pkeys = {number[p]: k for p, k in input_keys({p: f"p{n:04d}" for p, n in number.items()}).items()}
+    pkeys = {number[p]: k for p, k in input_keys({p: f"p{n:04d}" for p, n in number.items()},
+                                                     on=settings.flow.placement).items()}
     keys = list(pkeys.values())
     items = _raw_source("kafka_raw_in", flow, src)
     split = op.branch("kafka_raw_split", items, lambda m: isinstance(m, KafkaSourceMessage))

@@ -4,7 +4,7 @@ A flow process allocates millions of short-lived containers (records, features, 
 die by reference counting, and keeps a large, long-lived heap (the window's state). With the
 default generation-0 threshold (700 allocations) the collector ran ~2,700 times in one replay and
 each older-generation pass walked that heap: 1.96 s of a 27 s `npr-ars-wgrz` replay and 2.86 s
-of a 20k-row UCI replay (``bench/README-throughput.md``). Outputs never depend on
+of a 20k-row UCI replay (timed with ``gc.callbacks``). Outputs never depend on
 it; cycles are still collected, less often.
 """
 

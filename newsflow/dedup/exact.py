@@ -33,10 +33,10 @@ import orjson
 import xxhash
 
 from newsflow.core.hashing import shard_of, stable_id
-from newsflow.core.pickling import fast_pickle, from_columns, set_slots, to_columns
 from newsflow.feeds.urls import canonicalize_url, registrable_domain
 from newsflow.model.records import Article, DedupInfo, Sighting
 from newsflow.model.vocab import Disposition
+from newsflow.runtime.pickling import fast_pickle, from_columns, set_slots, to_columns
 
 #: how many earlier content hashes of a GUID are remembered (old versions re-served by a
 #: lagging feed or mirror are duplicates, not new revisions: no flip-flopping)

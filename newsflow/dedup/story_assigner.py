@@ -7,7 +7,7 @@ another publisher's article, the open story whose TF-IDF centroid it is closest 
 (:func:`~newsflow.dedup.story_decision.match_story_centroid`, IDF learned online from the
 window: layer ``"story"``, disposition ``same_event``). How redundant the stream is (the share
 of cross-publisher title near-duplicates) picks the threshold and the :class:`Regime` (see
-docs/user-guide.md, "Stories", and ``bench/README-stories.md`` for the measurements).
+docs/user-guide.md, "Stories", and ``bench/RESULTS.md`` for the measurements).
 
 Event time only: "now" is always passed in; all state expires ``window_ms`` (72 h) after the
 event time of its slab. The state is split the way a dataflow keys it, and the result does
@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
-from newsflow.core.pickling import from_columns, set_slots, to_columns
 from newsflow.dedup.story_config import SLAB_MS, StoryConfig
 from newsflow.dedup.story_decision import (
     STORY_NAME_MIN_SHARED,
@@ -37,6 +36,7 @@ from newsflow.dedup.story_decision import (
 from newsflow.dedup.story_features import StoryFeatures, index_keys, story_terms
 from newsflow.dedup.story_index import PACKED_V1, BandIndex, StoryPostings, key_shard, term_key
 from newsflow.model.vocab import Disposition
+from newsflow.runtime.pickling import from_columns, set_slots, to_columns
 
 __all__ = ["StoryAssigner", "StoryAssignment"]
 
@@ -90,7 +90,7 @@ class _Redundancy:
     within its own span) that stands in for the fixed cautious prior. A stream that was
     redundant and goes quiet for longer than the window (UCI has 3-4 day gaps; a flow stopped
     over a weekend) resumes in the regime it had, instead of re-learning it from scratch and
-    fragmenting the first stories of the day (bench/README-stories.md)."""
+    fragmenting the first stories of the day (``bench/eval_stories.py`` on UCI, ``bench/RESULTS.md``)."""
 
     __slots__ = ("_slabs", "dups", "mem_dups", "mem_n", "n", "slab_ms", "window_ms")
 

@@ -18,11 +18,11 @@ from operator import mul
 from typing import Any, NamedTuple
 
 from newsflow.core.hashing import stable_id
-from newsflow.core.pickling import fast_pickle
 from newsflow.dedup.similarity import first_sentences_overlap, signature_jaccard
 from newsflow.dedup.story_config import StoryConfig
 from newsflow.dedup.story_features import StoryFeatures
 from newsflow.model.vocab import Disposition
+from newsflow.runtime.pickling import fast_pickle
 
 __all__ = [
     "Decision",

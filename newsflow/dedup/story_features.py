@@ -17,7 +17,6 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Any, NamedTuple, Protocol
 
-from newsflow.core.pickling import fast_pickle
 from newsflow.dedup.similarity import (
     compress_signature,
     first_sentences,
@@ -27,6 +26,7 @@ from newsflow.dedup.similarity import (
 )
 from newsflow.dedup.story_config import StoryConfig
 from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
+from newsflow.runtime.pickling import fast_pickle
 from newsflow.text.demonyms import DEMONYMS
 from newsflow.text.entities import capitalized_phrases, entity_keys, is_title_case
 from newsflow.text.titles import (

@@ -15,8 +15,8 @@ from typing import Any
 
 import xxhash
 
-from newsflow.core.pickling import set_slots
 from newsflow.dedup.story_config import HOUR_MS, SLAB_MS
+from newsflow.runtime.pickling import set_slots
 
 __all__ = ["PACKED_V1", "BandIndex", "StoryPostings", "key_shard", "term_key"]
 

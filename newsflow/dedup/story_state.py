@@ -24,9 +24,9 @@ from typing import Any
 import orjson
 
 from newsflow.core.exactbytes import exact_size
-from newsflow.core.pickling import fast_pickle
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.tiers import BUILTIN_TIERS, SourceTiers
+from newsflow.runtime.pickling import fast_pickle
 from newsflow.scoring.importance import story_phase
 from newsflow.text.entities import extract_entities, with_of_phrase
 from newsflow.text.titles import short_headline

@@ -42,8 +42,6 @@ from bytewax.operators import StatefulLogic
 
 from newsflow.core.alignment import slowest_watermark
 from newsflow.core.exactbytes import exact_size
-from newsflow.core.pickling import Shared, fast_pickle
-from newsflow.core.placement import placed_key
 from newsflow.core.snapshot import Snapshot, frozen, make_snapshot, restore, thaw
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms
 from newsflow.digest.assemble import DigestDraft, apply_trends, draft_digest, next_memory
@@ -63,6 +61,8 @@ from newsflow.model.messages import (
 from newsflow.model.vocab import Disposition
 from newsflow.profiles.rank import personalize, with_item_relevance, with_relevance
 from newsflow.profiles.vectors import interest_profile
+from newsflow.runtime.pickling import Shared, fast_pickle
+from newsflow.runtime.placement import placed_key
 from newsflow.wire.codec import dumps
 
 JsonRecord = dict[str, Any]
@@ -172,14 +172,14 @@ def window_key(w: DigestWindow) -> str:
     return f"dw:{w.digest_type}:{w.start_ms}"
 
 
-def trend_key(dtype: str, slot: int) -> str:
-    return placed_key(f"dt:{dtype}", slot)
+def trend_key(dtype: str, slot: int, placement: bool) -> str:
+    return placed_key(f"dt:{dtype}", slot, on=placement)
 
 
 def trend_keys(settings: Any) -> dict[str, str]:
     """Digest type -> its trend key: the types in name order take the workers 0, 1, ..."""
     types = sorted(t.name for t in settings.digests.schedule().types)
-    return {t: trend_key(t, j) for j, t in enumerate(types)}
+    return {t: trend_key(t, j, settings.flow.placement) for j, t in enumerate(types)}
 
 
 @fast_pickle  # (recovery pickles every feeder each epoch, thousands of these: 1.6x faster)

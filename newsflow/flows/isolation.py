@@ -19,11 +19,11 @@ from typing import Any
 import orjson
 from bytewax.operators import StatefulLogic
 
-from newsflow.core.pickling import Shared
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
-from newsflow.model.messages import Batch, Output
+from newsflow.model.messages import Output
+from newsflow.runtime.pickling import Batch, Shared
 from newsflow.wire.codec import deadletter_to_dict, dumps
 from newsflow.wire.envelope import MAX_FETCHED_MS, MIN_FETCHED_MS
 

@@ -46,7 +46,6 @@ from newsflow.core.eventclock import FUTURE_FETCHED_AT, JumpCandidate, judge_fet
 from newsflow.core.exactbytes import exact_size
 from newsflow.core.gctune import tune_gc
 from newsflow.core.hashing import shard_of
-from newsflow.core.placement import input_keys, key_name, placed_key
 from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.dedup.exact import DedupShard, dedup_shard_key, story_margin_ms
@@ -63,7 +62,6 @@ from newsflow.feeds.poll_outcome import bodiless_poll_result, poll_error_fields
 from newsflow.flows import metrics
 from newsflow.flows.isolation import envelope_head, internal_error, isolated
 from newsflow.model.messages import (
-    Batch,
     Deduped,
     DedupOutput,
     FromShard,
@@ -86,6 +84,8 @@ from newsflow.model.messages import (
 from newsflow.model.records import Article, DeadLetter, RawPayload
 from newsflow.model.vocab import Disposition
 from newsflow.profiles.config import ProfilesConfig
+from newsflow.runtime.pickling import Batch
+from newsflow.runtime.placement import input_keys, key_name, placed_key
 from newsflow.scoring.importance import scored_as_of
 from newsflow.wire.codec import (
     EnvelopeError,
@@ -108,8 +108,8 @@ TICK_FEED_ID = "__tick__"
 
 
 def shard_keys(settings: Settings) -> list[str]:
-    """The dedup shards' keys: shard ``i`` runs on worker ``i % W`` (``newsflow.core.placement``)."""
-    return [placed_key(f"dd{i:03d}", i) for i in range(settings.dedup.shards)]
+    """The dedup shards' keys: shard ``i`` runs on worker ``i % W`` (``newsflow.runtime.placement``)."""
+    return [placed_key(f"dd{i:03d}", i, on=settings.flow.placement) for i in range(settings.dedup.shards)]
 
 
 def placed_shard_keys(settings: Settings) -> dict[str, str]:
@@ -118,18 +118,18 @@ def placed_shard_keys(settings: Settings) -> dict[str, str]:
 
 
 def story_keys(settings: Settings) -> list[str]:
-    """The story shards' keys (``newsflow.core.placement``): shard ``i`` runs on worker ``i % W``,
+    """The story shards' keys (``newsflow.runtime.placement``): shard ``i`` runs on worker ``i % W``,
     except the shard of feeds without a category, which runs on the last worker."""
-    return list(_story_shard_keys(settings.stories.shards))
+    return list(_story_shard_keys(settings.stories.shards, settings.flow.placement))
 
 
 @lru_cache(maxsize=16)
-def _story_shard_keys(shards: int) -> tuple[str, ...]:
+def _story_shard_keys(shards: int, placement: bool) -> tuple[str, ...]:
     # feeds without a category (every real feed here) all share one story shard, the one key that
     # sees most articles and works serially: it goes to the last worker, which reads the fewest
     # input partitions (partition i is read on worker i % W)
     blank = shard_of("", shards)
-    return tuple(placed_key(f"st{i:02d}", -1 if i == blank else i) for i in range(shards))
+    return tuple(placed_key(f"st{i:02d}", -1 if i == blank else i, on=placement) for i in range(shards))
 
 
 def story_key(article: Article, settings: Settings) -> str:
@@ -137,7 +137,7 @@ def story_key(article: Article, settings: Settings) -> str:
     crosses categories, and measured on UCI, per-category assigners group *better* (B-cubed F1
     0.768 vs 0.755 with one assigner), so no key holds the whole window."""
     shards = settings.stories.shards
-    return _story_shard_keys(shards)[shard_of(article.category or "", shards)]
+    return _story_shard_keys(shards, settings.flow.placement)[shard_of(article.category or "", shards)]
 
 
 def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], list[tuple[str, DedupOutput]]]:
@@ -686,7 +686,7 @@ def _per_window_digests(scored: Stream[tuple[str, StoryOutput]], learned: Stream
     )
 
     tkeys = trend_keys(settings)
-    clock_key = placed_key("digest_clock", len(tkeys))
+    clock_key = placed_key("digest_clock", len(tkeys), on=settings.flow.placement)
     wconfigs = (settings.digests.schedule(), settings.digests.to_config(), settings.scoring.to_config())
     with_digests = profiles.with_digests if profiles is not None else []
     live = profiles is not None and profiles.live_relevance
@@ -750,7 +750,7 @@ def file_flow(input_path: str, out_dir: str, settings: Settings | None = None, *
     archive = RawArchiveSource(input_path, batch_size=settings.flow.read_batch,
                                partitions=settings.flow.file_partitions)
     src = op.input("raw_in", flow, archive)
-    pkeys = input_keys({p: "p" + p for p in archive.list_parts()})
+    pkeys = input_keys({p: "p" + p for p in archive.list_parts()}, on=settings.flow.placement)
     keyed = op.map("key_by_partition", src, lambda item: (pkeys[item[0].split(":", 1)[0]], item))
     ix, n_ix = None, 0
     if interactions_path is not None:

@@ -11,19 +11,18 @@
 
 Keys travel as Bytewax keys, never inside these values; where a downstream step must know
 which upstream key a message came from, the wiring wraps it in :class:`FromShard`. Between
-keyed steps, the messages one activation sends to one key travel as one :class:`Batch`: Bytewax
-pays ~100 us of CPU per message that crosses processes, whatever its size.
+keyed steps, the messages one activation sends to one key travel as one
+:class:`~newsflow.runtime.pickling.Batch`: Bytewax pays ~100 us of CPU per message that crosses
+processes, whatever its size.
 """
 
 from __future__ import annotations
 
-import pickle
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from newsflow.core.pickling import Shared, expect_shared, fast_pickle
 from newsflow.model.records import Article, DedupInfo
+from newsflow.runtime.pickling import fast_pickle
 
 if TYPE_CHECKING:
     from newsflow.dedup.story_features import StoryFeatures
@@ -40,44 +39,6 @@ class Output:
     topic: str
     key: bytes
     value: bytes
-
-
-class Batch:
-    """Messages for one key, in the order they were emitted, sent as one Bytewax item; the
-    receiving step handles each as if it came alone (``newsflow.flows.isolation``).
-
-    Pickled once however often it is asked: Bytewax 0.21 pickles every item that crosses
-    processes twice (timely measures a message's encoded size, then encodes it; both call
-    ``pickle.dumps``), so a batch keeps its pickle from the first call. Nothing is pickled
-    for a key of the same process."""
-
-    __slots__ = ("_blob", "_shared", "items")
-
-    def __init__(self, items: tuple[Any, ...]) -> None:
-        self.items = items
-        self._blob: bytes | None = None
-        self._shared = 0
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Batch and self.items == other.items
-
-    def __hash__(self) -> int:
-        return hash(self.items)
-
-    def __repr__(self) -> str:
-        return f"Batch(items={self.items!r})"
-
-    def __reduce__(self) -> tuple[Callable[[bytes, int], Batch], tuple[bytes, int]]:
-        if self._blob is None:
-            self._blob = pickle.dumps(self.items, protocol=pickle.HIGHEST_PROTOCOL)
-            self._shared = sum(1 for x in self.items if type(x) is Shared)
-        return _batch_from, (self._blob, self._shared)
-
-
-def _batch_from(blob: bytes, shared: int = 0) -> Batch:
-    if shared:  # (the receiving process's table of shared messages holds the whole batch)
-        expect_shared(shared)
-    return Batch(pickle.loads(blob))
 
 
 @fast_pickle

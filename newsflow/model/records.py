@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from newsflow.core.pickling import fast_pickle
 from newsflow.model.vocab import Disposition
+from newsflow.runtime.pickling import fast_pickle
 
 # Schema versions, one per topic. Bump on any incompatible change and add a new schema file.
 RAW_SCHEMA_VERSION = 1

@@ -1,9 +1,9 @@
 """Which worker runs a key, and key names chosen so that the flow's few heavy keys spread.
 
-Bytewax 0.21 sends a keyed item to worker ``SipHash-1-3(key's UTF-8 bytes + 0xff) % workers``
-(Rust's ``DefaultHasher`` on a ``String``; checked against real multi-process runs in
-``tests/test_placement.py``), and it reads input partition ``i`` of the sorted partition names
-on worker ``i % workers``. The flow has few keys of its own (input partitions, 8 dedup shards,
+Bytewax 0.21.1 sends a keyed item to worker ``SipHash-1-3(key's UTF-8 bytes + 0xff) % workers``
+(Rust's ``DefaultHasher`` on a ``String``), and it reads input partition ``i`` of the sorted
+partition names on worker ``i % workers``; both are checked against real worker threads and
+processes in ``tests/test_runtime_contract.py``. The flow has few keys of its own (input partitions, 8 dedup shards,
 8 story shards, one key per digest type), so hashing alone placed them badly: on two workers
 all five digest keys and three of the four UCI categories' story shards sat on worker 0, and
 every input partition was parsed on the other worker than the one that read it (each raw
@@ -13,6 +13,11 @@ payload crossed processes).
 ``n`` such that the key runs on worker ``slot % W`` for every worker count ``W`` up to
 :data:`PLACED_UP_TO`. With more workers the key still runs somewhere (hash placement). Keys
 are stable strings: the same in every process, run and machine.
+
+With placement off (``flow.placement = false``; ``on=False`` below) every key is its plain
+``name``: the records are the same bytes, only the spread of the keys over workers differs. Bytewax
+keeps each key's recovery state under its name: changing the setting needs a new recovery
+directory.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ def siphash13(data: bytes, k0: int = 0, k1: int = 0) -> int:
 
 
 def worker_of(key: str, workers: int) -> int:
-    """The worker (0-based, of ``workers``) that Bytewax 0.21 runs ``key``'s state on.
+    """The worker (0-based, of ``workers``) that Bytewax 0.21.1 runs ``key``'s state on.
 
     >>> [worker_of(k, 2) for k in ("dd000", "dd001", "dd002")]
     [1, 1, 0]
@@ -76,15 +81,18 @@ def worker_of(key: str, workers: int) -> int:
 
 
 @lru_cache(maxsize=4096)
-def placed_key(name: str, slot: int) -> str:
+def placed_key(name: str, slot: int, *, on: bool) -> str:
     """``name`` or ``name@n``: a key that runs on worker ``slot % W`` for ``W`` in
-    ``1..PLACED_UP_TO`` (the first ``n`` that does; ``name`` itself if it does).
+    ``1..PLACED_UP_TO`` (the first ``n`` that does; ``name`` itself if it does); ``name`` when
+    placement is off.
 
-    >>> placed_key("dd000", 0), placed_key("dd003", 3)
-    ('dd000@53', 'dd003@10')
-    >>> all(worker_of(placed_key("x", s), w) == s % w for s in range(8) for w in range(1, 7))
+    >>> placed_key("dd000", 0, on=True), placed_key("dd003", 3, on=True), placed_key("dd000", 0, on=False)
+    ('dd000@53', 'dd003@10', 'dd000')
+    >>> all(worker_of(placed_key("x", s, on=True), w) == s % w for s in range(8) for w in range(1, 7))
     True
     """
+    if not on:
+        return name
     want = [(w, slot % w) for w in range(2, PLACED_UP_TO + 1)]
     key, n = name, 0
     while any(worker_of(key, w) != s for w, s in want):
@@ -92,16 +100,18 @@ def placed_key(name: str, slot: int) -> str:
     return key
 
 
-def input_keys(names: dict[str, str]) -> dict[str, str]:
+def input_keys(names: dict[str, str], *, on: bool) -> dict[str, str]:
     """Input partition -> the key of the step that reads it, from partition -> key name: Bytewax
     reads the ``i``-th of the sorted partitions on worker ``i % W``, and its key runs there too
-    (no input item crosses processes to reach its first step).
+    (no input item crosses processes to reach its first step); the names when placement is off.
 
-    >>> input_keys({"0001": "p0001", "0000": "p0000"})
+    >>> input_keys({"0001": "p0001", "0000": "p0000"}, on=True)
     {'0001': 'p0001@35', '0000': 'p0000@106'}
+    >>> input_keys({"0001": "p0001"}, on=False)
+    {'0001': 'p0001'}
     """
     order = {p: i for i, p in enumerate(sorted(names))}
-    return {p: placed_key(name, order[p]) for p, name in names.items()}
+    return {p: placed_key(name, order[p], on=on) for p, name in names.items()}
 
 
 def key_name(key: str) -> str:

@@ -1,19 +1,27 @@
-"""Cheap pickling for the frozen, slotted dataclasses that cross processes.
+"""Cheap pickling of what crosses processes: Bytewax 0.21.1 pickles every item that goes to a
+key of another process (and every snapshot), and pays for each item, so the flow's messages
+pickle as few bytes, as few times and as few items as it can.
 
-Bytewax pickles every message that goes to another process (and every snapshot). A
-``@dataclass(frozen=True, slots=True)`` pickles through the ``__getstate__``/``__setstate__``
-that :mod:`dataclasses` adds: both call :func:`dataclasses.fields` on every object and set each
-slot with ``object.__setattr__`` in a Python loop. With two processes on the 1,037 polls of
-the NPR/Ars/WGRZ archive that was ~7 % of each worker's samples in a sampling profile.
+* :func:`fast_pickle`: a frozen, slotted dataclass pickles as ``(class, field values)``.
+  ``@dataclass(frozen=True, slots=True)`` pickles through the ``__getstate__``/``__setstate__``
+  that :mod:`dataclasses` adds: both call :func:`dataclasses.fields` on every object and set
+  each slot with ``object.__setattr__`` in a Python loop (with two processes on the 1,037 polls
+  of the NPR/Ars/WGRZ archive, ~7 % of each worker's samples in a sampling profile). The
+  ``__reduce__`` it adds sends the field values as one tuple, read by one C-level
+  :func:`operator.attrgetter`, and rebuilds the object with its own constructor: a round trip
+  of the real messages of an archive takes a third less time (1.47x,
+  ``bench/bench_steps.py --pickle ARCHIVE``), and a 2-process run of that archive ~6 % less
+  CPU (``bench/bench_steps.py ARCHIVE``). Old pickles (from snapshots written before) still
+  load: the dataclass's ``__setstate__`` stays.
+* :class:`Batch`: the messages one activation sends to one key, as one item, pickled once
+  although Bytewax pickles each item twice.
+* :class:`Shared`: one message sent to several keys, pickled once per sending process and
+  unpickled once per receiving process.
+* :func:`to_columns` / :func:`from_columns`: a state of many dataclass objects as columns.
 
-:func:`fast_pickle` gives such a class a ``__reduce__`` that sends its field values as one
-tuple, read by one C-level :func:`operator.attrgetter`, and rebuilds the object with its own
-constructor: a round trip of the real messages of an archive takes a third less time (1.47x,
-``bench/bench_steps.py --pickle ARCHIVE``), and a 2-process run of that archive ~6 % less CPU
-(``bench/bench_steps.py ARCHIVE``).
-
-Old pickles (from snapshots written before) still load: the dataclass's ``__setstate__``
-stays.
+What these rely on in Bytewax (items are pickled with :mod:`pickle`, twice per item that crosses
+processes, never within a process) is checked against the installed Bytewax by
+``tests/test_runtime_contract.py``.
 """
 
 from __future__ import annotations
@@ -207,3 +215,41 @@ def _shared_from(digest: bytes, data: bytes) -> Shared:
     """Unpickles a :class:`Shared`: the object already received with this digest, or the
     data's."""
     return Shared(_RECEIVED.get(digest, lambda: pickle.loads(data)))
+
+
+class Batch:
+    """Messages for one key, in the order they were emitted, sent as one Bytewax item; the
+    receiving step handles each as if it came alone (``newsflow.flows.isolation``).
+
+    Pickled once however often it is asked: Bytewax 0.21.1 pickles every item that crosses
+    processes twice (timely measures a message's encoded size, then encodes it; both call
+    ``pickle.dumps``), so a batch keeps its pickle from the first call. Nothing is pickled
+    for a key of the same process."""
+
+    __slots__ = ("_blob", "_shared", "items")
+
+    def __init__(self, items: tuple[Any, ...]) -> None:
+        self.items = items
+        self._blob: bytes | None = None
+        self._shared = 0
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Batch and self.items == other.items
+
+    def __hash__(self) -> int:
+        return hash(self.items)
+
+    def __repr__(self) -> str:
+        return f"Batch(items={self.items!r})"
+
+    def __reduce__(self) -> tuple[Callable[[bytes, int], Batch], tuple[bytes, int]]:
+        if self._blob is None:
+            self._blob = pickle.dumps(self.items, protocol=pickle.HIGHEST_PROTOCOL)
+            self._shared = sum(1 for x in self.items if type(x) is Shared)
+        return _batch_from, (self._blob, self._shared)
+
+
+def _batch_from(blob: bytes, shared: int = 0) -> Batch:
+    if shared:  # (the receiving process's table of shared messages holds the whole batch)
+        expect_shared(shared)
+    return Batch(pickle.loads(blob))
