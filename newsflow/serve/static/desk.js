@@ -83,6 +83,7 @@
       let node = nodes.get(c.id);
       if (!node) {
         node = template.content.firstElementChild.cloneNode(true);
+        node.dataset.addedAt = String(Date.now());  // when the story first reached the page
         nodes.set(c.id, node);
       }
       fill(node, c);
