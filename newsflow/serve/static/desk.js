@@ -102,10 +102,20 @@
   }
 
   const url = new URL(board.dataset.events, window.location.href);
-  url.searchParams.set("since", board.dataset.version || "0");
   const live = document.getElementById("live");
-  const source = new EventSource(url.toString());
-  source.addEventListener("board", function (e) { apply(JSON.parse(e.data)); });
-  source.addEventListener("open", function () { if (live) { live.className = "live on"; } });
-  source.addEventListener("error", function () { if (live) { live.className = "live off"; } });
+  let source = null;
+
+  function connect() {
+    url.searchParams.set("since", board.dataset.version || "0");
+    source = new EventSource(url.toString());
+    source.addEventListener("board", function (e) { apply(JSON.parse(e.data)); });
+    source.addEventListener("open", function () { if (live) { live.className = "live on"; } });
+    source.addEventListener("error", function () { if (live) { live.className = "live off"; } });
+  }
+
+  // a page left (or kept in the back-forward cache) closes its stream: a browser allows only a
+  // few open connections per server
+  window.addEventListener("pagehide", function () { if (source) { source.close(); source = null; } });
+  window.addEventListener("pageshow", function (e) { if (e.persisted && !source) { connect(); } });
+  connect();
 })();
