@@ -225,14 +225,14 @@ def test_the_store_replaces_removes_and_follows_merged_stories() -> None:
     s.apply("stories", rec("s2", 50))
     v = s.version
     s.apply("stories", rec("s1", 60, phase="developing", updated_at="2026-03-02T08:00:00Z"))
-    board = s.board(Filters())
+    board = s.matching(Filters())
     assert [c["id"] for c in board] == ["s1", "s2"] and board[0]["importance"] == 60
     assert board[0]["lead_url"] is None  # (not http(s): shown as text)
     assert s.changes_since(v) == ["s1"]
     assert [h.phase for h in s.story("s1")["history"]] == ["breaking", "developing"]  # type: ignore[index]
     v = s.version
     s.apply("stories", rec("s2", 50, status="expired", merged_into="s1"))
-    assert [c["id"] for c in s.board(Filters())] == ["s1"] and s.resolve("s2") == "s1"
+    assert [c["id"] for c in s.matching(Filters())] == ["s1"] and s.resolve("s2") == "s1"
     assert s.changes_since(v) == ["s1", "s2"]
     s.apply("stories", None, key="s1")  # a tombstone
-    assert s.board(Filters()) == [] and s.story("s1") is None
+    assert s.matching(Filters()) == [] and s.story("s1") is None

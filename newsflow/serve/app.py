@@ -43,8 +43,10 @@ CSP = "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'
 TOKEN_COOKIE = "newsflow_token"
 TOKEN_HEADER = "x-newsflow-token"
 #: how often an open stream looks for changes, and sends a comment to keep idle proxies open
-SSE_POLL_S = 0.1
+SSE_POLL_S = 0.25
 SSE_KEEPALIVE_S = 15.0
+#: the cards a board shows (the best ranked; the filters reach the others)
+BOARD_MAX = 300
 _STYLE = re.compile(r"<style>(.*?)</style>", re.DOTALL)
 
 Scope = MutableMapping[str, Any]
@@ -175,9 +177,10 @@ def create_app(store: Store, *, token: str | None = None, source: str = "",
     async def board(request: Request) -> Response:
         f = Filters.of(request.query_params)
         version = store.version  # (read before the cards: a change in between is sent again)
-        cards = store.board(f)
+        found = store.matching(f)
+        cards = found[:BOARD_MAX]
         events = "/events" + (f"?{urlencode(f.query())}" if f.query() else "")
-        return page("board.html", cards=cards, f=f, facets=store.facets(), version=version, events=events,
+        return page("board.html", cards=cards, total=len(found), f=f, facets=store.facets(), version=version, events=events,
                     blank={"id": "", "label": "", "phase": "", "importance": 0.0, "lead_title": "",
                            "lead_url": None, "publishers": [], "timeline": []})
 
@@ -197,8 +200,9 @@ def create_app(store: Store, *, token: str | None = None, source: str = "",
                 if v > since:
                     changed = set(store.changes_since(since))
                     if changed:
-                        cards = store.board(f)
-                        data = {"version": v, "order": [c["id"] for c in cards],
+                        found = store.matching(f)
+                        cards = found[:BOARD_MAX]
+                        data = {"version": v, "order": [c["id"] for c in cards], "total": len(found),
                                 "cards": [c for c in cards if c["id"] in changed]}
                         yield b"event: board\nid: %d\ndata: %s\n\n" % (v, orjson.dumps(data))
                         idle = 0.0

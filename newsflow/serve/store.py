@@ -301,7 +301,7 @@ class Store:
             return f.q.casefold() in hay.casefold()
         return True
 
-    def board(self, f: Filters, limit: int = 300) -> list[dict[str, Any]]:
+    def matching(self, f: Filters) -> list[dict[str, Any]]:
         """The cards of the current stories matching ``f``, ranked by importance (or by the
         profile's relevance score in its latest digests, stories it did not list after)."""
         with self.lock:
@@ -316,7 +316,7 @@ class Store:
                 c["relevance"] = scores.get(c["id"])
             cards.sort(key=lambda c: (-(c["relevance"] if c["relevance"] is not None else -1.0),
                                       -c["importance"], c["id"]))
-            return cards[:limit]
+            return cards
 
     def changes_since(self, version: int) -> list[str]:
         """The ids of the stories changed (or removed) after ``version``."""

@@ -97,6 +97,12 @@
     board.dataset.version = String(data.version);
     const shown = document.getElementById("shown");
     if (shown) { shown.textContent = String(data.order.length); }
+    const total = document.getElementById("total");
+    const of = document.getElementById("of");
+    if (total && of) {
+      total.textContent = String(data.total);
+      of.hidden = data.total === data.order.length;
+    }
     const empty = document.getElementById("empty");
     if (empty) { empty.hidden = data.order.length > 0; }
   }
