@@ -211,6 +211,30 @@ def test_with_a_token_every_request_must_carry_it(demo_dir: Path) -> None:
             assert cards(d)
 
 
+def test_the_profile_selector_ranks_by_the_profiles_digest_scores(tmp_path: Path) -> None:
+    cfg = tmp_path / "profiles.toml"
+    cfg.write_text('[profiles.profile.reader]\ndigests = ["morning_brief", "rolling"]\ncategories = ["business"]\n')
+    assert cli_main(["demo", "--config", str(cfg), "--out", str(tmp_path / "out")]) == 0
+    scores: dict[str, float] = {}
+    digests = [orjson.loads(x) for x in (tmp_path / "out" / "digests.jsonl").read_bytes().splitlines()]
+    for d in sorted((d for d in digests if (d.get("profile") or {}).get("id") == "reader"),
+                    key=lambda d: (d["window_start"], d["digest_id"])):
+        for sec in d["sections"]:
+            for it in sec["items"]:
+                scores.update(dict.fromkeys(it["story_ids"], it["score"]))
+    with serving("--from", str(tmp_path / "out")) as base, browser() as d:
+        d.get(base + "/")
+        Select(d.find_element(By.NAME, "profile")).select_by_value("reader")
+        submitted(d, d.find_element(By.CSS_SELECTOR, ".filters button").click)
+        ranked = [c.get_attribute("data-story-id") for c in cards(d)]
+        listed = [s for s in ranked if s in scores]
+        assert listed and ranked[:len(listed)] == listed  # the profile's stories first
+        assert [scores[s] for s in listed] == sorted((scores[s] for s in listed), reverse=True)
+        assert "relevance to reader" in d.find_element(By.CSS_SELECTOR, "p.summary").text
+        d.get(base + "/digests")
+        assert any("reader" in a.text for a in d.find_elements(By.CSS_SELECTOR, ".digest-card .label"))
+
+
 def test_the_store_replaces_removes_and_follows_merged_stories() -> None:
     def rec(sid: str, imp: float, **kw: Any) -> dict[str, Any]:
         return {"story_id": sid, "status": "active", "updated_at": "2026-03-02T07:00:00Z", "phase": "breaking",

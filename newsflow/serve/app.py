@@ -37,7 +37,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from newsflow.digest.render import to_html
-from newsflow.serve.store import Filters, Store
+from newsflow.serve.store import Filters, Store, profile_of
 
 CSP = "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 TOKEN_COOKIE = "newsflow_token"
@@ -76,6 +76,7 @@ def environment() -> Environment:
     env.filters["t"] = fmt_time
     env.filters["trends"] = trends
     env.filters["tops"] = tops
+    env.filters["profile"] = profile_of
     return env
 
 
@@ -227,8 +228,8 @@ def create_app(store: Store, *, token: str | None = None, source: str = "",
         return page("story.html", s=s)
 
     async def digests(request: Request) -> Response:
-        latest, archive = store.digests()
-        return page("digests.html", latest=latest, archive=archive)
+        latest, closed, archive = store.digests()
+        return page("digests.html", latest=latest, closed=closed, archive=archive)
 
     async def digest(request: Request) -> Response:
         d = store.digest(str(request.path_params["digest_id"]))

@@ -125,6 +125,16 @@ def timeline(times_ms: Iterable[int], start_ms: int, end_ms: int, bins: int = TI
     return out
 
 
+def profile_of(d: Mapping[str, Any]) -> str:
+    """The profile a digest was ranked for (``profile.id``), "" for the general digests.
+
+    >>> profile_of({"profile": {"id": "reader", "top_terms": []}}), profile_of({})
+    ('reader', '')
+    """
+    p = d.get("profile")
+    return str(p.get("id") or "") if isinstance(p, Mapping) else ""
+
+
 def _ms(iso: Any) -> int | None:
     try:
         return iso_to_ms(str(iso))
@@ -270,20 +280,15 @@ class Store:
         }
 
     def _profile_scores(self, profile: str) -> dict[str, float]:
-        latest: dict[str, dict[str, Any]] = {}
-        for d in self._digests.values():
-            if d.get("profile") == profile:
-                t = str(d.get("digest_type"))
-                if t not in latest or str(d.get("window_start")) > str(latest[t].get("window_start")):
-                    latest[t] = d
+        """Story id -> its score in the latest of the profile's digests that lists it."""
         scores: dict[str, float] = {}
-        for d in latest.values():
+        mine = [d for d in self._digests.values() if profile_of(d) == profile]
+        for d in sorted(mine, key=lambda d: (str(d.get("window_start")), str(d.get("digest_id")))):
             for sec in d.get("sections") or []:
                 for it in sec.get("items") or []:
-                    s = it.get("score")
-                    for sid in it.get("story_ids") or []:
-                        if isinstance(s, int | float) and s > scores.get(str(sid), -1.0):
-                            scores[str(sid)] = float(s)
+                    if isinstance(it.get("score"), int | float):
+                        for sid in it.get("story_ids") or []:
+                            scores[str(sid)] = float(it["score"])
         return scores
 
     @staticmethod
@@ -302,8 +307,8 @@ class Store:
         return True
 
     def matching(self, f: Filters) -> list[dict[str, Any]]:
-        """The cards of the current stories matching ``f``, ranked by importance (or by the
-        profile's relevance score in its latest digests, stories it did not list after)."""
+        """The cards of the current stories matching ``f``, ranked by importance, or with a
+        profile by its score in the profile's digests (the stories they never listed after)."""
         with self.lock:
             cards = []
             for sid in self._stories:
@@ -335,7 +340,7 @@ class Store:
             top = sorted(cats, key=lambda c: (-cats[c], c))[:40]
             return {"category": sorted(top), "publisher": sorted(pubs), "tier": ["T1", "T2", "T3", "T4", "T5"],
                     "phase": ["breaking", "developing", "sustained", "fading"],
-                    "profile": sorted({str(d["profile"]) for d in self._digests.values() if d.get("profile")})}
+                    "profile": sorted({profile_of(d) for d in self._digests.values()} - {""})}
 
     def story(self, sid: str) -> dict[str, Any] | None:
         """A story page's data: its card, members, tiers, importance components, phase history."""
@@ -356,18 +361,21 @@ class Store:
                     "history": list(self._history.get(sid, [])),
                     "merged_from": sorted(self._merged_from.get(sid, ()))}
 
-    def digests(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The latest digest of each type (the general ones, then each profile's) and the
-        archive: every digest, newest window first."""
+    def digests(self) -> tuple[list[dict[str, Any]], dict[tuple[str, str], dict[str, Any]], list[dict[str, Any]]]:
+        """The latest digest of each type (the general ones, then each profile's), the latest
+        closed (``final``) one of each type by (profile, type), and the archive: every digest,
+        newest window first."""
         with self.lock:
             latest: dict[tuple[str, str], dict[str, Any]] = {}
+            closed: dict[tuple[str, str], dict[str, Any]] = {}
             for d in self._digests.values():
-                k = (str(d.get("profile") or ""), str(d.get("digest_type")))
-                if k not in latest or str(d.get("window_start")) > str(latest[k].get("window_start")):
-                    latest[k] = d
+                k = (profile_of(d), str(d.get("digest_type")))
+                for into in (latest, closed) if d.get("final") is not False else (latest,):
+                    if k not in into or str(d.get("window_start")) > str(into[k].get("window_start")):
+                        into[k] = d
             archive = sorted(self._digests.values(), key=lambda d: (str(d.get("window_start")), str(d["digest_id"])),
                              reverse=True)
-            return [latest[k] for k in sorted(latest)], archive
+            return [latest[k] for k in sorted(latest)], closed, archive
 
     def digest(self, digest_id: str) -> dict[str, Any] | None:
         with self.lock:
