@@ -195,6 +195,20 @@ def test_off_loopback_the_desk_refuses_to_start_without_a_token(demo_dir: Path, 
     assert cli_main(["serve", "--from", str(demo_dir / "nope")]) == 2
 
 
+def test_the_compose_service_runs_serve_with_a_token_on_the_mapped_port() -> None:
+    import yaml
+
+    from newsflow.cli.main import build_parser
+
+    root = Path(__file__).resolve().parents[1]
+    svc = yaml.safe_load((root / "docker-compose.yml").read_text())["services"]["serve"]
+    args = build_parser().parse_args(svc["command"])
+    assert args.cmd == "serve" and args.brokers == "kafka:9092" and args.host == "0.0.0.0"
+    assert f"127.0.0.1:{args.port}:{args.port}" in svc["ports"]
+    assert "NEWSFLOW_SERVE_TOKEN" in svc["environment"]  # (off loopback the command needs it)
+    assert f"127.0.0.1:{args.port}/healthz" in " ".join(svc["healthcheck"]["test"])
+
+
 def test_with_a_token_every_request_must_carry_it(demo_dir: Path) -> None:
     with serving("--from", str(demo_dir), "--token", "s3cret-token") as base:
         for path in ("/", "/healthz", "/static/desk.css", "/story/x", "/?token=wrong"):
