@@ -274,3 +274,58 @@ def test_the_store_replaces_removes_and_follows_merged_stories() -> None:
     assert s.changes_since(v) == ["s1", "s2"]
     s.apply("stories", None, key="s1")  # a tombstone
     assert s.matching(Filters()) == [] and s.story("s1") is None
+
+
+def test_the_open_board_follows_changes_expiries_and_merges_without_a_reload(demo_dir: Path) -> None:
+    """The desk's app on a real uvicorn server, its store fed here record by record (as the
+    Kafka reader does): the page moves a story that rose to the top, drops one that expired
+    and one merged into another, and never reloads."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from newsflow.config import Settings
+    from newsflow.serve.app import create_app
+    from newsflow.serve.sources import load_dir
+    from tests.serve_browser import free_port
+
+    store = Store()
+    load_dir(store, demo_dir, Settings())
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(store, source="test"), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        stories = current_stories(demo_dir)
+        with browser() as d:
+            d.get(f"http://127.0.0.1:{port}/")
+            ids = [c.get_attribute("data-story-id") for c in cards(d)]
+            d.execute_script("window.__kept = 1;")
+
+            def wait_for(pred: Any) -> None:
+                deadline = time.monotonic() + 5
+                while not pred():
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+
+            last, top = ids[-1], ids[0]
+            store.apply("stories", {**stories[last], "importance": 99.0, "phase": "developing",
+                                    "label": "Risen <b>story</b>"})
+            wait_for(lambda: cards(d)[0].get_attribute("data-story-id") == last)
+            assert field(cards(d)[0], "label") == "Risen <b>story</b>" and field(cards(d)[0], "importance") == "99"
+            store.apply("stories", {**stories[ids[1]], "status": "expired"})
+            wait_for(lambda: ids[1] not in [c.get_attribute("data-story-id") for c in cards(d)])
+            store.apply("stories", {**stories[ids[2]], "status": "expired", "merged_into": top})
+            wait_for(lambda: ids[2] not in [c.get_attribute("data-story-id") for c in cards(d)])
+            assert [c.get_attribute("data-story-id") for c in cards(d)] == [last, top, *ids[3:-1]]
+            assert d.find_element(By.ID, "shown").text == str(len(ids) - 2)
+            assert d.execute_script("return window.__kept") == 1
+            d.get(f"http://127.0.0.1:{port}/story/{ids[2]}")  # the merged story's page follows its merge
+            assert d.current_url.endswith(f"/story/{top}")
+    finally:
+        server.should_exit = True
+        thread.join(10)

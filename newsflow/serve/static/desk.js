@@ -67,6 +67,8 @@
     setText(node, "publisher_count", c.publisher_count);
     setText(node, "publishers", (c.publishers || []).join(", "));
     setText(node, "article_count", c.article_count);
+    setText(node, "publisher_word", c.publisher_count === 1 ? "publisher" : "publishers");
+    setText(node, "article_word", c.article_count === 1 ? "article" : "articles");
     setText(node, "first_seen", fmtTime(c.first_seen));
     setText(node, "last_seen", fmtTime(c.last_seen));
     const svg = node.querySelector("svg.timeline");
