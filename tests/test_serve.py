@@ -217,6 +217,14 @@ def test_with_a_token_every_request_must_carry_it(demo_dir: Path) -> None:
             assert e.value.code == 401, path
         req = urllib.request.Request(base + "/healthz", headers={"X-Newsflow-Token": "s3cret-token"})
         assert urllib.request.urlopen(req, timeout=10).status == 200
+        import http.client
+
+        conn = http.client.HTTPConnection(base.removeprefix("http://"), timeout=10)
+        conn.request("GET", "//evil.example/x?token=s3cret-token&q=a")
+        r = conn.getresponse()
+        assert r.status == 303 and r.getheader("location") == "/evil.example/x?q=a"  # (stays on the desk)
+        assert "HttpOnly" in (r.getheader("set-cookie") or "")
+        conn.close()
         with browser() as d:  # ?token= once: a cookie, and the token leaves the address bar
             d.get(base + "/feeds?token=s3cret-token")
             assert d.current_url == base + "/feeds"

@@ -137,7 +137,8 @@ class Guard:
             query = req.query_params.get("token")
             if self._ok(query):
                 rest = urlencode([(k, v) for k, v in parse_qsl(req.url.query) if k != "token"])
-                resp: Response = RedirectResponse(req.url.path + (f"?{rest}" if rest else ""), status_code=303)
+                path = "/" + req.url.path.lstrip("/")  # (never "//host": a redirect off the desk)
+                resp: Response = RedirectResponse(path + (f"?{rest}" if rest else ""), status_code=303)
                 resp.set_cookie(TOKEN_COOKIE, str(self.token), httponly=True, samesite="strict")
                 await resp(scope, receive, send_with_headers)
                 return
