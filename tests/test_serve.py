@@ -280,8 +280,11 @@ def test_the_store_replaces_removes_and_follows_merged_stories() -> None:
     s.apply("stories", rec("s2", 50, status="expired", merged_into="s1"))
     assert [c["id"] for c in s.matching(Filters())] == ["s1"] and s.resolve("s2") == "s1"
     assert s.changes_since(v) == ["s1", "s2"]
-    s.apply("stories", None, key="s1")  # a tombstone
-    assert s.matching(Filters()) == [] and s.story("s1") is None
+    s.apply("articles", {"article_id": "a9", "story_id": "s2", "title": "merged member", "publisher": "Q",
+                         "published_at": "2026-03-02T06:10:00Z", "disposition": "unique"})
+    assert "merged member" in [a.title for a in s.story("s1")["members"]]  # type: ignore[index]
+    s.apply("stories", None, key="s1")  # a tombstone: the story and what it held leave
+    assert s.matching(Filters()) == [] and s.story("s1") is None and s.counts()["articles"] == 0
 
 
 def test_the_open_board_follows_changes_expiries_and_merges_without_a_reload(demo_dir: Path) -> None:

@@ -191,11 +191,13 @@ class Store:
         if rec is None or rec.get("status") == "expired":
             self._stories.pop(sid, None)
             target = rec.get("merged_into") if rec is not None else None
-            if target:
+            if target:  # (its articles now count for the story it was merged into)
                 self._redirect[sid] = str(target)
                 self._merged_from.setdefault(str(target), set()).add(sid)
                 if str(target) in self._stories:
                     self._bump(str(target))
+            else:
+                self._forget(sid)
             self._bump(sid)
             return
         self._redirect.pop(sid, None)
@@ -207,6 +209,14 @@ class Store:
             hist.append(PhaseStep(at, phase, float(imp) if isinstance(imp, int | float) else 0.0))
         self.clock = max(self.clock, at)
         self._bump(sid)
+
+    def _forget(self, sid: str) -> None:
+        """Drop what the desk kept for a story that left (and the stories merged into it): its
+        articles and phase history, so the state stays the size of the current stories."""
+        for s in (sid, *self._merged_from.pop(sid, ())):
+            for aid in self._by_story.pop(s, ()):
+                self._articles.pop(aid, None)
+            self._history.pop(s, None)
 
     def _article(self, rec: Mapping[str, Any]) -> None:
         a = article_of(rec)
