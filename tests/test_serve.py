@@ -83,7 +83,8 @@ def test_the_board_shows_the_current_stories_ranked_by_importance(demo_dir: Path
     bars = shown[0].find_elements(By.CSS_SELECTOR, "svg.timeline rect")
     assert len(bars) == 16 and sum(int(b.find_element(By.TAG_NAME, "title").get_attribute("textContent"))
                                    for b in bars) >= top["member_count"]
-    assert chrome.execute_script("return document.getElementById('live').className") == "live on"  # (SSE open)
+    WebDriverWait(chrome, 10).until(  # the stream of changes is open
+        lambda d: d.execute_script("return document.getElementById('live').className") == "live on")
 
 
 def test_the_filters_narrow_the_board(demo_dir: Path, desk: str, chrome: Any) -> None:
