@@ -67,17 +67,19 @@ def heartbeats(bootstrap: str, topic: str, stop: threading.Event) -> None:
 def test_a_story_produced_live_appears_on_the_open_board(kafka_bootstrap: str, tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:8]
     topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})
-    ensure_topics([kafka_bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
     cfg = tmp_path / "newsflow.toml"
     cfg.write_text("[kafka.topics]\n" + "".join(f'{name} = "{getattr(topics, name)}"\n' for name in Topics().roles()))
-    demo = [encode_raw(p)[1] for p in demo_payloads()]
-    assert produce_values([kafka_bootstrap], topics.raw, demo) == len(demo)
-    flow = subprocess.Popen([sys.executable, "-m", "newsflow.cli.main", "run", "--brokers", kafka_bootstrap,
-                             "--config", str(cfg), "--metrics-port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    flow: subprocess.Popen[bytes] | None = None
     try:
+        # the desk starts first, before its topics exist: it reads each as soon as it appears
         with serving("--brokers", kafka_bootstrap, "--config", str(cfg)) as base, browser() as d:
             d.get(base + "/")
+            ensure_topics([kafka_bootstrap], Settings(kafka=KafkaSettings(topics=topics)))
+            demo = [encode_raw(p)[1] for p in demo_payloads()]
+            assert produce_values([kafka_bootstrap], topics.raw, demo) == len(demo)
+            flow = subprocess.Popen([sys.executable, "-m", "newsflow.cli.main", "run", "--brokers", kafka_bootstrap,
+                                     "--config", str(cfg), "--metrics-port", "0"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
             deadline = time.monotonic() + 120
             shown, stable_since = -1, time.monotonic()
             while shown < 1 or time.monotonic() - stable_since < 3:  # the demo's stories, all read
@@ -124,9 +126,10 @@ def test_a_story_produced_live_appears_on_the_open_board(kafka_bootstrap: str, t
         print(f"\nstories record -> DOM: {latency_ms} ms (record timestamp {first}, on the page {seen_at})")
         assert 0 <= latency_ms < 2000, latency_ms
     finally:
-        flow.terminate()
-        try:
-            flow.wait(30)
-        except subprocess.TimeoutExpired:
-            flow.kill()
-            flow.wait()
+        if flow is not None:
+            flow.terminate()
+            try:
+                flow.wait(30)
+            except subprocess.TimeoutExpired:
+                flow.kill()
+                flow.wait()
