@@ -21,7 +21,7 @@ import orjson
 
 #: modules that add their own sub-commands with ``register(subparsers)``
 PLUGINS = ("newsflow.cli.poll", "newsflow.cli.digest", "newsflow.cli.replay", "newsflow.cli.tail",
-           "newsflow.cli.ops", "newsflow.cli.profile", "newsflow.cli.snapshots")
+           "newsflow.cli.ops", "newsflow.cli.profile", "newsflow.cli.snapshots", "newsflow.cli.serve")
 
 
 class UserError(Exception):
