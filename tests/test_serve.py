@@ -18,7 +18,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from newsflow.cli.main import main as cli_main
 from newsflow.serve.app import CSP
-from newsflow.serve.store import Filters, Store
+from newsflow.core.timeutil import iso_to_ms
+from newsflow.serve.store import Filters, Store, article_of, as_of
 from tests.serve_browser import browser, serving
 
 
@@ -50,6 +51,16 @@ def current_stories(out: Path) -> dict[str, dict[str, Any]]:
     return {sid: r for sid, r in latest.items() if r["status"] == "active"}
 
 
+def as_of_clock(out: Path, stories: dict[str, dict[str, Any]]) -> dict[str, tuple[str, float]]:
+    """Each current story's (phase, importance) at the latest event time of the stories topic,
+    its lead article from the articles topic."""
+    recs = [orjson.loads(line) for line in (out / "stories.jsonl").read_bytes().splitlines()]
+    clock = iso_to_ms(max(r["updated_at"] for r in recs))
+    arts = {a["article_id"]: a for a in map(orjson.loads, (out / "articles.jsonl").read_bytes().splitlines())}
+    return {sid: as_of(r, article_of(arts[r["lead"]["article_id"]]) if r["lead"]["article_id"] in arts else None,
+                       clock) for sid, r in stories.items()}
+
+
 def submitted(d: Any, action: Any) -> None:
     """Run ``action`` (a click, a submit) and wait until the next page replaced this one."""
     old = d.find_element(By.TAG_NAME, "html")
@@ -67,13 +78,17 @@ def field(el: Any, name: str) -> str:
 
 def test_the_board_shows_the_current_stories_ranked_by_importance(demo_dir: Path, desk: str, chrome: Any) -> None:
     stories = current_stories(demo_dir)
+    now = as_of_clock(demo_dir, stories)
     chrome.get(desk + "/")
     shown = cards(chrome)
+    # every story as of the same moment: an hours-old story is not ranked by its freshness then
+    assert any(now[sid][1] < round(r["importance"], 1) for sid, r in stories.items())
     assert [c.get_attribute("data-story-id") for c in shown] == [
-        sid for sid, _ in sorted(stories.items(), key=lambda kv: (-round(kv[1]["importance"], 1), kv[0]))]
-    top = stories[shown[0].get_attribute("data-story-id")]
+        sid for sid, _ in sorted(now.items(), key=lambda kv: (-kv[1][1], kv[0]))]
+    top_id = shown[0].get_attribute("data-story-id")
+    top = stories[top_id]
     assert field(shown[0], "label") == top["label"]
-    assert field(shown[0], "phase") == top["phase"].upper()  # (the badge's CSS upper-cases it)
+    assert field(shown[0], "phase") == now[top_id][0].upper()  # (the badge's CSS upper-cases it)
     assert field(shown[0], "lead_publisher") == top["lead"]["publisher"]
     assert field(shown[0], "publisher_count") == str(top["publisher_count"])
     assert field(shown[0], "publishers") == ", ".join(top["publishers"])
@@ -89,12 +104,15 @@ def test_the_board_shows_the_current_stories_ranked_by_importance(demo_dir: Path
 
 def test_the_filters_narrow_the_board(demo_dir: Path, desk: str, chrome: Any) -> None:
     stories = current_stories(demo_dir)
+    now = as_of_clock(demo_dir, stories)
+    phases = sorted({p for p, _ in now.values()})
+    assert len(phases) >= 2
     chrome.get(desk + "/")
-    Select(chrome.find_element(By.NAME, "phase")).select_by_value("developing")
+    Select(chrome.find_element(By.NAME, "phase")).select_by_value(phases[0])
     submitted(chrome, chrome.find_element(By.CSS_SELECTOR, ".filters button").click)
-    assert "phase=developing" in chrome.current_url
+    assert f"phase={phases[0]}" in chrome.current_url
     got = {c.get_attribute("data-story-id") for c in cards(chrome)}
-    assert got == {sid for sid, r in stories.items() if r["phase"] == "developing"} and got
+    assert got == {sid for sid, (p, _) in now.items() if p == phases[0]} and got
 
     chrome.get(desk + "/")
     box = chrome.find_element(By.NAME, "q")
@@ -328,7 +346,9 @@ def test_the_open_board_follows_changes_expiries_and_merges_without_a_reload(dem
             store.apply("stories", {**stories[last], "importance": 99.0, "phase": "developing",
                                     "label": "Risen <b>story</b>"})
             wait_for(lambda: cards(d)[0].get_attribute("data-story-id") == last)
-            assert field(cards(d)[0], "label") == "Risen <b>story</b>" and field(cards(d)[0], "importance") == "99"
+            risen = next(c for c in store.matching(Filters()) if c["id"] == last)  # (99, aged to the clock)
+            assert field(cards(d)[0], "label") == "Risen <b>story</b>"
+            assert field(cards(d)[0], "importance") == f"{risen['importance']:.0f}"
             store.apply("stories", {**stories[ids[1]], "status": "expired"})
             wait_for(lambda: ids[1] not in [c.get_attribute("data-story-id") for c in cards(d)])
             store.apply("stories", {**stories[ids[2]], "status": "expired", "merged_into": top})

@@ -22,6 +22,7 @@ from newsflow.core.timeutil import iso_to_ms
 from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.render import safe_url
 from newsflow.model.vocab import FAILED_POLL_STATUSES
+from newsflow.scoring.importance import DEFAULT_SCORE_CONFIG, recency_score, story_phase
 
 #: bars of a story card's mention timeline
 TIMELINE_BINS = 16
@@ -109,6 +110,42 @@ class _Feed:
     @property
     def last_poll(self) -> str:
         return self.polled or self.parsed
+
+
+def as_of(rec: Mapping[str, Any], lead: Article | None, clock_ms: int | None) -> tuple[str, float]:
+    """A story's phase and importance at the desk's clock (the latest event time it has seen).
+
+    The flow writes a story's record when the story changes; the board shows every story as of
+    the same moment: the phase by the flow's own rule (:func:`story_phase`,
+    docs/rules.md#story-phases: fading after 24 h without a mention), the importance with the
+    lead article's recency component aged to the clock (docs/rules.md#recency), never raised.
+
+    >>> rec = {"importance": 70.0, "peak_importance": 70.0, "member_count": 4, "phase": "sustained",
+    ...        "first_seen": "2026-03-01T06:00:00Z", "last_seen": "2026-03-01T08:00:00Z"}
+    >>> lead = article_of({"article_id": "a", "story_id": "s", "publisher": "P", "title": "T",
+    ...     "published_at": "2026-03-01T06:00:00Z", "disposition": "unique", "importance": 70.0,
+    ...     "importance_components": {"recency": 100.0}, "importance_weights": {"recency": 0.2}})
+    >>> as_of(rec, lead, iso_to_ms("2026-03-01T08:00:00Z"))
+    ('sustained', 68.8)
+    >>> as_of(rec, lead, iso_to_ms("2026-03-02T09:00:00Z"))
+    ('fading', 58.9)
+    """
+    imp = rec.get("importance")
+    importance = float(imp) if isinstance(imp, int | float) else 0.0
+    first, last = _ms(rec.get("first_seen")), _ms(rec.get("last_seen"))
+    if clock_ms is None or first is None or last is None:
+        return str(rec.get("phase") or ""), round(importance, 1)
+    comps, weights = (dict(lead.components), dict(lead.weights)) if lead else ({}, {})
+    published = _ms(lead.published_at) if lead else None
+    if "recency" in comps and "recency" in weights and published is not None:
+        hours = (clock_ms - published) / 3_600_000
+        aged = min(comps["recency"], recency_score(hours, DEFAULT_SCORE_CONFIG.lam))
+        importance += weights["recency"] * (aged - comps["recency"])
+    peak = rec.get("peak_importance")
+    phase = story_phase(int(rec.get("member_count") or 0), first, max(clock_ms, last), last_seen=last,
+                        current_score=importance,
+                        peak_score=float(peak) if isinstance(peak, int | float) else None)
+    return phase, round(importance, 1)
 
 
 def timeline(times_ms: Iterable[int], start_ms: int, end_ms: int, bins: int = TIMELINE_BINS) -> list[int]:
@@ -272,11 +309,10 @@ class Store:
         first, last = _ms(rec.get("first_seen")), _ms(rec.get("last_seen"))
         times = [t for t in (_ms(a.published_at) for a in members) if t is not None]
         cats = sorted({c for a in members for c in a.categories})
-        imp = rec.get("importance")
+        phase, importance = as_of(rec, lead_art, _ms(self.clock) if self.clock else None)
         return {
             "id": sid, "label": str(rec.get("label") or lead.get("title") or ""),
-            "phase": str(rec.get("phase") or ""),
-            "importance": round(float(imp), 1) if isinstance(imp, int | float) else 0.0,
+            "phase": phase, "importance": importance,
             "lead_title": str(lead.get("title") or ""), "lead_url": safe_url(lead.get("canonical_url")),
             "lead_publisher": str(lead.get("publisher") or ""),
             "lead_tier": (lead_art.tier if lead_art else None) or "",
