@@ -1,4 +1,4 @@
-"""Exact dedup (000 Step 3 layers 1–2) on the pure shard state, without Bytewax or Kafka."""
+"""Exact dedup (layers 1–2, docs/rules.md#deduplication) on the pure shard state, without Bytewax or Kafka."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from newsflow.cli.main import main as cli_main
-from newsflow.serve.app import CSP
 from newsflow.core.timeutil import iso_to_ms
+from newsflow.serve.app import CSP
 from newsflow.serve.store import Filters, Store, article_of, as_of
 from tests.serve_browser import browser, serving
 

@@ -46,7 +46,7 @@ def test_update_reissue_matches_original() -> None:
 
 
 def test_short_title_false_positive_is_not_matched() -> None:
-    # < 5 words: the seed asks for Jaccard >= 0.95 — "Apple earnings" vs "Apple earnings beat" is 0.67
+    # < 5 words: Jaccard >= 0.95 is needed (docs/rules.md#layer-3-title-similarity) — "Apple earnings" vs "Apple earnings beat" is 0.67
     out, _ = run(CFG, [art("s1", "Apple earnings beat"), art("s2", "Apple earnings miss", "Q")])
     assert out[1].disposition == "unique" and out[1].story_id != out[0].story_id
 

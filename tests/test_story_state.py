@@ -53,7 +53,7 @@ def test_lead_phase_label_and_schema() -> None:
     tr.observe(rec("a2", "s", T0 + H // 2, title="Prof Neil Ferguson resigns after lockdown breach",
                    pub="Daily Mail", url="https://www.dailymail.co.uk/news/a2", tier="T2", imp=61.5))
     (v,) = tr.flush()
-    assert v.phase == "developing"  # 2 mentions, under 2 h old (004)
+    assert v.phase == "developing"  # 2 mentions, under 2 h old (docs/rules.md#story-phases)
     assert v.lead.article_id == "a2" and v.importance == 61.5 and v.peak_importance == 61.5
     # the label names the recurring entity (here already in the lead headline, so: the headline)
     assert "Neil Ferguson" in v.label and v.tiers == ("T2",)

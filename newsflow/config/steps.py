@@ -102,11 +102,11 @@ _N = NormalizeConfig()
 
 
 class NormalizeSettings(Section):
-    """Step 2: parsing and normalization (builds ``NormalizeConfig``)."""
+    """Parsing and normalization (builds ``NormalizeConfig``)."""
 
-    #: a date more than this far after the fetch time is not trusted (004: future-date gate)
+    #: a date more than this far after the fetch time is not trusted (docs/rules.md#dates)
     future_tolerance_seconds: int = Field(_N.future_tolerance_ms // 1000, ge=0)
-    #: words per minute for reading time (000 Step 2)
+    #: words per minute for reading time (docs/rules.md#html-and-text)
     reading_wpm: int = Field(_N.reading_wpm, ge=1, le=2000)
     #: "partialContent" when fewer words than this and the body ends in "..." / "[...]"
     partial_max_words: int = Field(_N.partial_max_words, ge=0)
@@ -151,9 +151,9 @@ class NormalizeSettings(Section):
 
 
 class DedupSettings(Section):
-    """Step 3, layers 1-2 (GUID + content hash, canonical URL)."""
+    """Exact dedup, layers 1-2 (GUID + content hash, canonical URL)."""
 
-    #: event-time window of dedup state (000 Step 3: 72 h)
+    #: event-time window of dedup state (docs/rules.md#dedup-window)
     window_hours: float = Field(72.0, gt=0, le=24 * 365)
     #: dedup state shards (keys), spread over workers; each expires on event time
     shards: int = Field(8, ge=1, le=4096)
@@ -171,7 +171,7 @@ _W = dict(zip(COMPONENTS, _C.weights, strict=True))
 
 
 class ScoreWeights(Section):
-    """000 Step 4: importance = weighted sum of five 0-100 components (the weights sum to 1)."""
+    """Importance (docs/rules.md#weights): a weighted sum of five 0-100 components (the weights sum to 1)."""
 
     authority: float = Field(_W["authority"], ge=0, le=1)
     recency: float = Field(_W["recency"], ge=0, le=1)
@@ -189,9 +189,9 @@ class ScoreWeights(Section):
 
 
 class ScoringSettings(Section):
-    """Step 4: importance (builds ``ScoreConfig``)."""
+    """Importance (builds ``ScoreConfig``)."""
 
-    #: recency decay: exp(-lambda * hours) (001's recency table)
+    #: recency decay: exp(-lambda * hours) (docs/rules.md#recency)
     lam: float = Field(_C.lam, ge=0, le=10)
     #: penalty on recency when the publication date is uncertain
     uncertain_penalty: float = Field(_C.uncertain_penalty, ge=0, le=1)
@@ -205,7 +205,7 @@ class ScoringSettings(Section):
     interests: dict[str, float] = Field(default_factory=dict)
     title_weight: int = Field(_C.title_weight, ge=0)
     body_words: int = Field(_C.body_words, ge=0)
-    #: also compute 004's keyword severity profile on every scored article
+    #: also compute the keyword severity profile (docs/rules.md#severity-profile) on every scored article
     severity: bool = False
     ndigits: int = Field(_C.ndigits, ge=0, le=10)
 
@@ -249,7 +249,7 @@ _TopicParams = section_from(
 
 
 class TopicSettings(_TopicParams):  # type: ignore[misc,valid-type]
-    """Step 5: online topics, river k-means on hashed vectors (builds ``TopicConfig``)."""
+    """Online topics, river k-means on hashed vectors (builds ``TopicConfig``)."""
 
     @field_validator("dim")
     @classmethod
@@ -281,7 +281,7 @@ _DigestParams = section_from(
 
 
 class DigestSettings(_DigestParams):  # type: ignore[misc,valid-type]
-    """Step 6: digests (builds ``DigestConfig`` and the ``DigestSchedule``)."""
+    """Digests (builds ``DigestConfig`` and the ``DigestSchedule``)."""
 
     #: the readers' time zone (IANA): morning/midday/evening/weekly digests at local times
     tz: str = "UTC"
@@ -333,7 +333,7 @@ _StoryParams = section_from(
 
 
 class StorySettings(_StoryParams):  # type: ignore[misc,valid-type]
-    """Step 3, layers 3-4, and story ids (builds ``StoryConfig``; docs/user-guide.md, "Stories")."""
+    """Layers 3-4 and story ids (builds ``StoryConfig``; docs/user-guide.md, "Stories")."""
 
     #: story state keys: stories are assigned per feed category, hashed into this many keys
     shards: int = Field(8, ge=1, le=1024)

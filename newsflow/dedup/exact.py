@@ -1,4 +1,4 @@
-"""Exact dedup, layers 1–2 of 000 Step 3, as the pure state of ONE shard.
+"""Exact dedup, layers 1–2 (docs/rules.md#layer-1-guid-and-content-hash, docs/rules.md#layer-2-canonical-url), as the pure state of ONE shard.
 
 The flow keys articles by ``dedup_shard_key`` (a stable hash of the registrable domain of the
 article's URL, so GUID and URL matches of one publisher's article land in the same shard) and
@@ -268,7 +268,7 @@ class DedupShard:
             self.by_guid[gk] = self._entry(a, c2)
             c2.sightings.append(self._sighting(a))
             preferred = a.word_count > c2.word_count
-            if preferred:  # keep the version with more content (000 Step 3 layer 2)
+            if preferred:  # keep the version with more content (docs/rules.md#layer-2-canonical-url)
                 c2.word_count = a.word_count
                 self.counters["url_duplicate_preferred"] += 1
             self.counters["exact_duplicate_url"] += 1

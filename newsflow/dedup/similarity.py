@@ -1,11 +1,11 @@
-"""Similarity measures of the dedup layers 3-4 (000 Step 3, 001 "Deduplication Strategies").
+"""Similarity measures of the dedup layers 3-4 (docs/rules.md#deduplication).
 
 - Layer 3, title similarity: :func:`title_jaccard` (seed: word-set Jaccard >= 0.85, >= 0.95 for
   titles under 5 words).
 - Layer 4, content fingerprints: MinHash with 128 permutations (:func:`minhash_signature`, same values as datasketch 1.x
   ``MinHash(num_perm=128, seed=1)``), LSH band keys b=16 x r=8 (:func:`lsh_band_keys`), the
   b-bit compressed signature kept in state (:func:`compress_signature`,
-  :func:`signature_jaccard`), and the first-3-sentences overlap of 001
+  :func:`signature_jaccard`), and the first-3-sentences overlap of docs/rules.md#layer-4-body-fingerprints
   (:func:`first_sentences`, :func:`first_sentences_overlap`).
 
 All hashes are stable across processes and runs (sha1 / xxh3, never Python's ``hash()``).
@@ -48,7 +48,7 @@ MAX_HASH = np.uint64((1 << 32) - 1)  # datasketch._max_hash
 
 
 def title_jaccard(a: Iterable[str], b: Iterable[str]) -> float:
-    """Jaccard similarity of two word sets (000 Step 3 Layer 3). Empty vs empty is 0."""
+    """Jaccard similarity of two word sets (docs/rules.md#layer-3-title-similarity). Empty vs empty is 0."""
     sa, sb = set(a), set(b)
     if not sa or not sb:
         return 0.0
@@ -97,7 +97,7 @@ _shingle_hash = lru_cache(maxsize=1 << 18)(_shingle_hash_uncached)
 
 
 def minhash_signature(shingles: Iterable[str], num_perm: int = 128, seed: int = 1) -> np.ndarray:
-    """MinHash signature (uint64[num_perm]) of a shingle set, 001 Layer 4 "MinHash (128 hashes)".
+    """MinHash signature (uint64[num_perm]) of a shingle set, docs/rules.md#layer-4-body-fingerprints.
 
     Numpy-vectorized, identical values to datasketch 1.x ``MinHash(num_perm, seed)`` updated
     with the UTF-8 bytes of each shingle (same sha1_hash32, same permutations, same uint64
@@ -207,7 +207,7 @@ def lsh_band_keys_bulk(signatures: np.ndarray, bands: int = 16, rows: int = 8,
 
 
 def lsh_band_keys(signature: np.ndarray, bands: int = 16, rows: int = 8, salt: str = "") -> list[int]:
-    """LSH band keys (001 Layer 4: b=16, r=8): one stable 64-bit key per band.
+    """LSH band keys (b=16, r=8: docs/rules.md#layer-4-body-fingerprints): one stable 64-bit key per band.
 
     key_i = splitmix64(sum_r m[i, r] * v[i*rows + r] mod 2^64) with fixed odd multipliers m
     derived from xxh3(salt, i, r): two signatures share band i's key when they agree on all
@@ -244,10 +244,10 @@ def signature_jaccard(a: bytes, b: bytes, bits: int = 16) -> float:
     return max(0.0, (e - c) / (1.0 - c))
 
 
-# --- Layer 4: sentence-level overlap (001) -----------------------------------------------
+# --- Layer 4: sentence-level overlap -----------------------------------------------
 
 def first_sentences(text: str, n: int = 3, min_words: int = 11) -> list[str]:
-    """The first ``n`` non-trivial sentences (001: "> 10 words each"), normalized
+    """The first ``n`` non-trivial sentences (more than 10 words each), normalized
     (lowercase, punctuation dropped)."""
     out: list[str] = []
     if not text:
@@ -268,5 +268,5 @@ def sentence_key(sentence: str) -> int:
 
 def first_sentences_overlap(a: Iterable[int | str], b: Iterable[int | str]) -> int:
     """How many of the first sentences (texts or :func:`sentence_key` values) two articles
-    share. 001 Layer 4: a near-duplicate when >= 2 match."""
+    share. A near-duplicate when >= 2 match (docs/rules.md#layer-4-body-fingerprints)."""
     return len(set(a) & set(b))

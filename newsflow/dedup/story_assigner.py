@@ -1,6 +1,6 @@
 """Online story ids (pure domain code): :class:`StoryAssigner` puts each article in a story.
 
-Spec: 000 Step 3 Layers 3-4 and the dispositions; 001 "Dedup Decision Matrix". Per article,
+Rules: docs/rules.md#layer-3-title-similarity, docs/rules.md#layer-4-body-fingerprints, docs/rules.md#stories. Per article,
 in event order: candidates from the LSH band index (:mod:`~newsflow.dedup.story_index`),
 layers 3-4 (:func:`~newsflow.dedup.story_decision.decide`), then, unless it is a copy of
 another publisher's article, the open story whose TF-IDF centroid it is closest to

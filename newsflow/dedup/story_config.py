@@ -23,11 +23,11 @@ SLAB_MS = 12 * HOUR_MS
 class StoryConfig:
     """Layers 3-4 and story matching (docs/user-guide.md, "Stories")."""
 
-    #: event-time window of all state (000 Step 3: "all articles from the past 72 hours")
+    #: event-time window of all state (docs/rules.md#dedup-window)
     window_ms: int = 72 * HOUR_MS
-    #: Layer 3: title word-set Jaccard of a near-duplicate (000: titles of >= 5 words) ...
+    #: Layer 3: title word-set Jaccard of a near-duplicate (titles of >= 5 words, docs/rules.md#layer-3-title-similarity) ...
     title_threshold: float = 0.85
-    #: ... and of a title under 5 words (000)
+    #: ... and of a title under 5 words
     title_threshold_short: float = 0.95
     #: cosine of the article's TF-IDF vector with an open story's centroid, on a sparse stream
     #: (a reader's own feeds: mostly singletons) ...

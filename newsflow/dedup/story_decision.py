@@ -1,4 +1,4 @@
-"""The story decision (pure domain code): layers 3-4 of the 001 Decision Matrix against
+"""The story decision (pure domain code): layers 3-4 (docs/rules.md#deduplication) against
 candidate articles (:func:`decide`), and the best open story for an article's TF-IDF vector
 (:func:`match_story_centroid`) under the vetoes and thresholds of its stream's regime
 (:class:`Regime`). :class:`StoryState` is the keyed state of one story that the decision reads.
@@ -36,11 +36,11 @@ __all__ = [
     "title_layer_changes",
 ]
 
-#: Layer 3: a title of fewer words than this needs ``title_threshold_short`` (000)
+#: Layer 3: a title of fewer words than this needs ``title_threshold_short`` (docs/rules.md#layer-3-title-similarity)
 SHORT_TITLE_WORDS = 5
-#: Layer 4: MinHash Jaccard of two bodies that makes them near-duplicates (000/001)
+#: Layer 4: MinHash Jaccard of two bodies that makes them near-duplicates (docs/rules.md#layer-4-body-fingerprints)
 MINHASH_THRESHOLD = 0.7
-#: Layer 4: "if 2+ of the first 3 non-trivial sentences match" -> near-duplicate (001)
+#: Layer 4: "if 2+ of the first 3 non-trivial sentences match" -> near-duplicate (docs/rules.md#layer-4-body-fingerprints)
 MIN_SENTENCE_MATCHES = 2
 #: a story is a late-merge candidate when the article's cosine with it reaches this share of
 #: its threshold: an article that reaches half of one story and passes another joins them
@@ -67,7 +67,7 @@ def title_layer_changes(new: StoryFeatures, old: StoryFeatures | None) -> list[s
 
 
 def content_match(a: StoryFeatures, b: StoryFeatures) -> tuple[bool, float]:
-    """Layer 4: body MinHash Jaccard >= 0.7, or 2+ of the first 3 sentences match (001).
+    """Layer 4: body MinHash Jaccard >= 0.7, or 2+ of the first 3 sentences match (docs/rules.md#layer-4-body-fingerprints).
     ``(False, 0)`` when either body is missing."""
     if not a.body_sig or not b.body_sig:
         return False, 0.0
@@ -80,7 +80,7 @@ def content_match(a: StoryFeatures, b: StoryFeatures) -> tuple[bool, float]:
 
 def decide(features: StoryFeatures, candidates: Sequence[StoryFeatures],
            config: StoryConfig) -> Decision:
-    """The 001 Dedup Decision Matrix for layers 3-4 against candidate articles.
+    """The decision of layers 3-4 (docs/rules.md#deduplication) against candidate articles.
 
     In order (cheapest, most certain first; the best-scoring candidate of the first layer that
     fires wins, ties to the earliest then smallest ref, so the result is order-free):

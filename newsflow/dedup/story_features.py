@@ -1,6 +1,6 @@
 """Story features: article -> compact :class:`StoryFeatures` (stateless, pure domain code).
 
-Spec: 000 Step 3 Layers 3-4, 001 "Deduplication Strategies". Title words and the LSH band keys
+Rules: docs/rules.md#layer-3-title-similarity, docs/rules.md#layer-4-body-fingerprints. Title words and the LSH band keys
 of their word-set MinHash, the body-shingle MinHash (band keys and a b-bit signature), the
 first-sentence keys, the story-matching terms (title, URL slug, summary lead), the calendar days
 a title names and the names of title and lead. Computed once per article where the dedup
@@ -48,19 +48,19 @@ __all__ = [
     "story_terms",
 ]
 
-#: MinHash permutations of titles and bodies (001 Layer 4: "MinHash (128 hashes)")
+#: MinHash permutations of titles and bodies (docs/rules.md#layer-4-body-fingerprints)
 NUM_PERM = 128
 #: LSH bands x rows of a MinHash (b=16, r=8: a Jaccard-0.7 pair shares a band with p ~0.9)
 LSH_BANDS = 16
 LSH_ROWS = 8
-#: body shingles are runs of this many words (001: k-word shingles)
+#: body shingles are runs of this many words (docs/rules.md#layer-4-body-fingerprints)
 BODY_SHINGLE_WORDS = 3
 #: weight of a title bigram relative to a title word (a shared bigram is a shared phrase)
 BIGRAM_WEIGHT = 1.0
 #: weight of a URL-slug word: the slug repeats the title, so it counts half
 SLUG_WEIGHT = 0.5
 #: content words of the summary/body lead added to the story terms, at this weight: the
-#: description says what the headline leaves out (000 Step 5 uses title + first 200 words)
+#: description says what the headline leaves out (the topic vectors use title + first 200 words, docs/rules.md#online-topics)
 BODY_TERM_WORDS = 30
 BODY_TERM_WEIGHT = 0.5
 
@@ -122,10 +122,10 @@ def _publisher_terms(publisher: str) -> frozenset[str]:
 def featurize(article: Any, config: StoryConfig = _DEFAULT) -> StoryFeatures:
     """Stateless features of an article (``Article`` or :class:`StoryInput`).
 
-    Title: 000 Step 3 normalization -> word set -> MinHash(128) -> LSH band keys (b=16, r=8),
+    Title: the normalization of docs/rules.md#layer-3-title-similarity -> word set -> MinHash(128) -> LSH band keys (b=16, r=8),
     "Found through LSH over title shingles". Body (when present): 3-word shingles ->
     MinHash(128) -> band keys + a 256-byte b-bit signature to confirm Jaccard >= 0.7;
-    first-3-sentence keys (001). Story terms: title words (stop words dropped, plurals folded)
+    first-3-sentence keys (docs/rules.md#layer-4-body-fingerprints). Story terms: title words (stop words dropped, plurals folded)
     + title bigrams + URL-slug words, and the summary lead's words.
     """
     return featurize_batch([article], config)[0]
