@@ -21,13 +21,7 @@ from newsflow.clustering.window import (
 )
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
-from newsflow.digest.assemble import (
-    apply_trends,
-    assemble_digest,
-    digest_memory,
-    draft_digest,
-    next_memory,
-)
+from newsflow.digest.assemble import assemble_digest, draft_digest
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.labels import extractive_summary
@@ -43,6 +37,7 @@ from newsflow.digest.schedule import (
     DigestWindow,
     SectionLimits,
 )
+from newsflow.digest.trends import apply_trends, digest_memory, next_memory
 from newsflow.text.entities import capitalized_phrases
 from newsflow.text.titles import short_headline
 from newsflow.text.tokenize import TextFeatures
@@ -160,7 +155,7 @@ def test_text_memos_never_change_a_digest():
     """Labels, key stems, entities and summaries are memoized across windows (keyed by the
     texts they read): a warm memo gives the bytes of a cold one, also when the same titles
     come back with other bodies (the memo must not answer from the first bodies)."""
-    from newsflow.digest.assemble import clear_memos
+    from newsflow.digest.labels import clear_memos
 
     def bodies(tag: str) -> list[dict]:  # the same titles; bodies as given or sentences reversed
         out = []

@@ -14,9 +14,10 @@ import orjson
 from newsflow.clustering.window import tfidf_from_counts, tfidf_matrix
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.digest import entries
-from newsflow.digest.assemble import _rescorer, assemble_digest, rescore_as_of
+from newsflow.digest.assemble import assemble_digest
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import BODY_WORDS_KEPT, body_text, digest_entries, term_counts
+from newsflow.digest.rescore import _rescorer, rescore_as_of
 from newsflow.digest.schedule import DigestWindow
 from newsflow.scoring.importance import score_record
 from newsflow.text.tokenize import features_batch

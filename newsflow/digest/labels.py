@@ -1,18 +1,26 @@
-"""Topic labels and summaries: the cluster's entity (phrases from :mod:`newsflow.text.entities`),
-extractive summaries.
+"""Topic labels and summaries (pure): the topic's entity (phrases from
+:mod:`newsflow.text.entities`), its label (the lead's headline, after "[Entity]: " when it does
+not name it), its top terms as the titles write them, and the lead's extractive summary; every
+text computation memoized by the texts it reads.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import struct
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import xxhash
+
+from newsflow.core.memo import BoundedMemo
 from newsflow.digest.entries import body_text
+from newsflow.digest.topics import Cluster
 from newsflow.text.entities import capitalized_phrases, is_title_case, with_of_phrase
 from newsflow.text.sentences import split_sentences
+from newsflow.text.titles import short_headline
 from newsflow.text.tokenize import _analyze_word, words
 
 # --------------------------------------------------------------------------------------
@@ -120,7 +128,7 @@ def _spaced_words(text: str) -> str:
 
 
 def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
-    """The story's most frequent named entity found in its *titles* (000 Step 5 "[Entity]"):
+    """The story's most frequent named entity found in its *titles* (the "[Entity]" of a label):
     phrases of each title (a sentence-initial word when the body confirms it; for Title Case
     headlines, the body's entities the title contains), each title counting once; with 2+
     articles it must be in at least 2 titles. Ties: the earlier in the lead's title, the longer
@@ -203,3 +211,160 @@ def _summary_sentences(
     sents = [s for s in sents if len(s.split()) >= 4 and " ".join(words(s)) != tnorm]
     stems = tuple(frozenset(a[0] for w in words(s) if (a := _analyze_word(w)) is not None) for s in sents)
     return tuple(sents), stems, "" if sents else (" ".join(text.split()) or title)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _title_words(title: str) -> tuple[tuple[int, str, int, str], ...]:
+    """(position, stem, stem hash, surface word) of each analysable word of a title, in order
+    (memoized: a title is read again by every window and label it is in)."""
+    out = []
+    for pos, w in enumerate(_WORD_CASED.findall(title)):
+        a = _analyze_word(w.lower())
+        if a is not None:
+            out.append((pos, a[0], a[1], w))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _text_stems(title: str, body: str | bytes, body_words: int = 100) -> dict[int, str]:
+    """stem hash -> stem of the words of a title and the first ``body_words`` words of its
+    body (``body``: :func:`newsflow.digest.labels.body_key`). Memoized per article; callers
+    must not modify the returned dict."""
+    text = title + " " + " ".join(body_of_key(body).split()[:body_words])
+    out: dict[int, str] = {}
+    for w in _WORD_CASED.findall(text):
+        a = _analyze_word(w.lower())
+        if a is not None:
+            out[a[1]] = a[0]
+    return out
+
+
+def _surface(forms: Counter[str]) -> str:
+    """The most frequent lower-cased word of a stem, shown in its most frequent spelling
+    ("iPhone")."""
+    low: Counter[str] = Counter()
+    for w, n in forms.items():
+        low[w.lower()] += n
+    word = sorted(low.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    best = sorted(
+        ((w, n) for w, n in forms.items() if w.lower() == word),
+        key=lambda kv: (-kv[1], kv[0].istitle(), kv[0]),
+    )
+    return best[0][0]
+
+
+#: labels by the texts they read (:class:`~newsflow.core.memo.BoundedMemo`). Digest windows
+#: overlap (rolling, morning, midday, evening, weekly): the same story, with the same lead and
+#: members, is labelled again in every window that shows it. A label depends only on the texts of the
+#: articles it reads and a few small arguments, so it is computed once per distinct input, keyed
+#: by a 128-bit xxh3 digest of those texts (never ``hash()``).
+_LABELS = BoundedMemo(1 << 14)
+
+
+_U32 = struct.Struct("<I")
+
+
+def clear_memos() -> None:
+    """Empty the text memos (labels, title words, stem maps, entities, summary sentences):
+    for cold-cache measurements and tests; outputs never depend on them."""
+    _LABELS.data.clear()
+    for f in (_title_words, _text_stems, _entities_keyed, _title_entities,
+              _summary_sentences, _entities_text, _spaced_words):
+        f.cache_clear()
+
+
+def _texts_key(members: Iterable[Mapping[str, Any]]) -> bytes:
+    """128-bit digest of what text computations read of the records: title and body (an
+    entry's compressed body bytes, or a record's ``body_text``), length-prefixed."""
+    h = xxhash.xxh3_128()
+    for r in members:
+        t = (r.get("title") or "").encode("utf-8", "surrogatepass")
+        b = r.get("body_text")
+        body = b"s" + str(b).encode("utf-8", "surrogatepass") if b is not None else b"z" + (r.get("_bz") or b"")
+        h.update(_U32.pack(len(t)))
+        h.update(t)
+        h.update(_U32.pack(len(body)))
+        h.update(body)
+    return h.digest()
+
+
+def topic_label(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
+    if c.label is None:
+        key = (_texts_key([sel[i] for i in c.ranked[:20]]), tuple(c.term_hashes),
+               sel[c.lead].get("title") or "")
+        label, ent, terms = _LABELS.get(key, lambda: _frozen_label(c, sel))
+        c.label = (label, ent, list(terms))
+    return c.label
+
+
+def _frozen_label(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, tuple[str, ...]]:
+    label, ent, terms = _make_label(c, sel)
+    return label, ent, tuple(terms)
+
+
+def key_stems(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The topic's top stems (for the summary), from the titles and bodies of its lead and the
+    members closest to the centroid."""
+    members = c.ranked[:20]
+    maps: list[dict[int, str]] = []  # read as far as needed (most stems are the lead's)
+    out: list[str] = []
+    for h in c.term_hashes:
+        k = 0
+        while k < len(members):
+            if k == len(maps):
+                r = sel[members[k]]
+                maps.append(_text_stems(r.get("title") or "", body_key(r)))
+            st = maps[k].get(h)
+            if st is not None:  # a hash is the hash of one stem
+                out.append(st)
+                break
+            k += 1
+        if len(out) == 5:
+            break
+    return out
+
+
+def _make_label(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
+    """The topic's label, "[Entity]: headline": the entity is the story's most frequent
+    named entity in its titles; the label's words are the lead's headline, shortened (first
+    clause, or 14 words and "…"), after "[Entity]: " when the headline does not name the
+    entity. The item's ``terms`` are the topic's top TF-IDF terms that its titles use, as the
+    words a reader saw (not stems), in headline order. (Top terms strung together read as word
+    salad: "meat mental Hotline"; a headline never does.)"""
+    # the lead and the members closest to the centroid speak for the topic
+    members = [sel[i] for i in c.ranked[:20]]
+    t_stem_of: dict[int, str] = {}
+    t_forms: dict[str, list[str]] = {}  # (counted only for the few stems picked)
+    t_first: dict[str, tuple[int, int]] = {}
+    for m, r in enumerate(members):
+        for pos, st, h, w in _title_words(r.get("title") or ""):
+            t_stem_of[h] = st
+            forms = t_forms.get(st)
+            if forms is None:
+                t_forms[st] = [w]
+                t_first[st] = (m, pos)
+            else:
+                forms.append(w)
+    ent = title_entity(members)
+    # names are entities, not terms: no word of any title entity is a term
+    names = " ".join(e for r in members for e in title_entities(r).values())
+    ent_stems = {a[0] for w in words(f"{ent or ''} {names}") if (a := _analyze_word(w)) is not None}
+    picked: list[str] = []
+    for h in c.term_hashes:
+        hit = t_stem_of.get(h)
+        if hit is None or hit in ent_stems or hit.isdigit() or hit in picked:
+            continue
+        picked.append(hit)
+        if len(picked) == 3:
+            break
+    picked.sort(key=lambda st: t_first[st])
+    terms = [_surface(Counter(t_forms[st])) for st in picked]
+    # the words a reader reads best are a headline's: the lead's, shortened, after the entity
+    # when it does not name it ("White House: US looks at winding down virus task force")
+    title = sel[c.lead].get("title") or ""
+    head = short_headline(title, max_words=14)
+    if ent and head and f" {' '.join(words(ent))} " not in f" {' '.join(words(title))} ":
+        label = f"{ent}: {head}"
+    else:
+        label = head or ent or "Untitled"
+    return label, ent, terms

@@ -20,7 +20,7 @@ keep every entry of its longest window and assemble its windows one after the ot
   windows of every type are assembled on every worker, each key's state lives as long as its
   window;
 * a **trend** key per type (:class:`TrendLogic`) applies the trends
-  (:func:`~newsflow.digest.assemble.apply_trends`) to the drafts in window order and emits the
+  (:func:`~newsflow.digest.trends.apply_trends`) to the drafts in window order and emits the
   digests.
 
 The same digests, byte for byte, for any number of workers and processes (tested). A profile with digests gets its own digest of each window of its types: the clock
@@ -46,10 +46,11 @@ from newsflow.core.pickling import Shared, fast_pickle
 from newsflow.core.placement import placed_key
 from newsflow.core.snapshot import Snapshot, frozen, make_snapshot, restore, thaw
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms
-from newsflow.digest.assemble import DigestDraft, apply_trends, draft_digest, next_memory
+from newsflow.digest.assemble import draft_digest
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.health import window_health
 from newsflow.digest.schedule import DigestWindow
+from newsflow.digest.trends import DigestDraft, apply_trends, next_memory
 from newsflow.flows import metrics
 from newsflow.model.messages import (
     FromShard,
