@@ -634,9 +634,9 @@ def newsflow_steps(
                                                     lambda r: ParseLogic(settings, r, recovery, inflight_dir,
                                                                                  archive=archive)))
     split = op.branch("split_parse", parsed, lambda kv: isinstance(kv[1], Output))
-    direct: Stream[Output] = op.map("parse_outputs", split.trues, lambda kv: kv[1])  # type: ignore[arg-type,return-value]
+    direct: Stream[Output] = op.map("parse_outputs", split.trues, lambda kv: kv[1])
     to_shards: Stream[tuple[str, ShardInput | Batch]] = op.flat_map_batch(
-        "to_shards", split.falses, lambda b: by_key(map(_to_shard, b)))  # type: ignore[arg-type]
+        "to_shards", split.falses, lambda b: by_key(map(_to_shard, b)))
     # every stateful step is isolated: an item that raises becomes a dead letter (an Output)
     dedup_all = op.stateful(STEP_DEDUP, to_shards, isolated("dedup", settings, lambda r: DedupLogic(settings, r, recovery, sources)))
     dedup_split = op.branch("split_dedup", dedup_all, lambda kv: isinstance(kv[1], Output))
@@ -649,7 +649,7 @@ def newsflow_steps(
     storied = stories_split.falses
     stories = op.filter_map("story_outputs", storied, _record_output(settings.kafka.topics.stories, StoryUpdate, "story_id"))
     extra: list[Stream[Output]] = []
-    scored: Stream[tuple[str, StoryOutput]] = storied  # type: ignore[assignment]
+    scored: Stream[tuple[str, StoryOutput]] = storied
     learned = None
     if profiles is not None:
         from newsflow.flows.profiles import live_relevance_steps, profile_steps
@@ -667,7 +667,7 @@ def newsflow_steps(
     digest_out = op.merge("digest_outputs", *digest_outs)
     errors = op.map("step_errors", op.merge("merge_step_errors", dedup_split.trues, stories_split.trues),
                     lambda kv: kv[1])
-    outs = op.merge("all_outputs", direct, articles, stories, digest_out, errors, *extra)  # type: ignore[arg-type]
+    outs = op.merge("all_outputs", direct, articles, stories, digest_out, errors, *extra)
     return op.flat_map("guard_outputs", outs, output_guard(settings))
 
 
