@@ -125,7 +125,7 @@ def test_digest_views_count_the_same_publishers_as_full_records() -> None:
     """The flow's digest view carries the publisher families looked up once upstream; the
     coverage it gives is the one the full records give (families, sightings included)."""
     from newsflow.feeds.tiers import BUILTIN_TIERS
-    from newsflow.flows.pipeline import _digest_view
+    from newsflow.flows.digest_windows import digest_view
 
     recs = _records(60)
     for i, r in enumerate(recs):
@@ -136,7 +136,7 @@ def test_digest_views_count_the_same_publishers_as_full_records() -> None:
                          "fetched_at": r["fetched_at"], "article_id": "z"}, {"feed_id": "h"}] if i % 3 == 0 else []
     family = BUILTIN_TIERS.family
     full = StoryCoverage().extend(recs, family)
-    views = [_digest_view(r, family) for r in recs]
+    views = [digest_view(r, family) for r in recs]
     assert all("url" not in v and "family" in v for v in views)
     from_views = StoryCoverage().extend(views)  # no table passed: the views' families count
     assert from_views.stories == full.stories

@@ -26,11 +26,11 @@ from newsflow.flows.digest_windows import (
     WindowClose,
     WindowDraft,
     WindowEntry,
-    WindowLogic,
     WindowSeal,
     WindowSkip,
     windows_touching_hour,
 )
+from newsflow.flows.steps.digest_window import WindowLogic
 from newsflow.samples.demo import demo_payloads
 from newsflow.scoring.importance import score_record
 
@@ -111,9 +111,9 @@ def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest
     snapshot taken after any message (and from a snapshot of before the chunks, whose entries
     sit in the state) drafts the digest of an uninterrupted key."""
     from newsflow.core.snapshot import make_snapshot, restore
-    from newsflow.flows import digest_windows
+    from newsflow.flows.steps import digest_window
 
-    monkeypatch.setattr(digest_windows, "CHUNK_ENTRIES", chunk)
+    monkeypatch.setattr(digest_window, "CHUNK_ENTRIES", chunk)
 
     s = Settings()
     w = DigestWindow("rolling", START, START + HOUR_MS)
@@ -221,7 +221,7 @@ def test_the_digests_of_the_labelled_real_day_are_the_same_with_two_processes(tm
 def test_a_store_from_before_the_per_window_digests_is_refused() -> None:
     """Its digests' state sits under steps the flow no longer has: resuming would lose open windows."""
     from newsflow.core.snapshot import SnapshotFormatError, make_snapshot
-    from newsflow.flows.pipeline import STEP_STORIES, StoriesLogic
+    from newsflow.flows.steps.stories import STEP_STORIES, StoriesLogic
 
     old = make_snapshot(STEP_STORIES, {}, freeze=False)
     old["version"] = 4
@@ -250,7 +250,8 @@ def test_an_article_late_for_a_sealed_window_is_counted_and_not_sent_to_it() -> 
     only to the windows still open."""
     from prometheus_client import REGISTRY
 
-    from newsflow.flows.digest_windows import FeederLogic, FeederTick
+    from newsflow.flows.digest_windows import FeederTick
+    from newsflow.flows.steps.digest_feeder import FeederLogic
     from newsflow.model.messages import FromShard, ScoredArticle, ShardWatermark
 
     def late() -> float:
@@ -281,7 +282,8 @@ def test_the_clock_holds_a_profiles_weights_only_while_a_window_waits_for_them()
     """The profile step reports its weights at every window end; the clock keeps those of the
     windows of the profile's types until their closes are sent, and drops the others once its
     watermark has passed them."""
-    from newsflow.flows.digest_windows import DigestClockLogic, FeederTick, ProfileClose
+    from newsflow.flows.digest_windows import FeederTick, ProfileClose
+    from newsflow.flows.steps.digest_clock import DigestClockLogic
     from newsflow.model.messages import ProfileAt
 
     s = Settings(stories={"shards": 1})
@@ -306,13 +308,13 @@ def test_feeder_slims_pickle_as_field_tuples_and_read_older_pickles(monkeypatch:
     they go as field tuples (``fast_pickle``), and a pickle of before (slot dicts) still loads."""
     import pickle
 
-    from newsflow.flows.digest_windows import _Slim
+    from newsflow.flows.digest_windows import SlimEntry
 
-    s = _Slim("a1", "s1", "f1", START, False)
-    assert _Slim.__reduce__(s)[0] is _Slim
+    s = SlimEntry("a1", "s1", "f1", START, False)
+    assert SlimEntry.__reduce__(s)[0] is SlimEntry
     assert pickle.loads(pickle.dumps([s, s])) == [s, s]
     with monkeypatch.context() as m:  # pickled as before: pickle's default for a slotted class
-        m.setattr(_Slim, "__reduce__", object.__reduce__)
+        m.setattr(SlimEntry, "__reduce__", object.__reduce__)
         before = pickle.dumps([s], protocol=pickle.HIGHEST_PROTOCOL)
     assert len(before) > len(pickle.dumps([s], protocol=pickle.HIGHEST_PROTOCOL))
     assert pickle.loads(before) == [s]

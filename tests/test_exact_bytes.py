@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from newsflow.core.exactbytes import exact_size
-from newsflow.flows.pipeline import _record_output
+from newsflow.flows.outputs import record_output
 from newsflow.model.messages import MergedArticle, ScoredArticle, StoryUpdate
 
 
@@ -45,7 +45,7 @@ def test_article_and_story_outputs_are_exact_size() -> None:
     exact-size bytes, equal to ``dumps`` of the record."""
     size = len(orjson.dumps(_record(0)))
     for kind, key in ((ScoredArticle, "key"), (MergedArticle, "key"), (StoryUpdate, "story_id")):
-        select = _record_output("topic", kind, key)
+        select = record_output("topic", kind, key)
 
         def value(i: int, kind: Any = kind, select: Any = select) -> bytes:
             out = select(("st00", kind(_record(i))))

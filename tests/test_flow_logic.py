@@ -30,18 +30,11 @@ from newsflow.core.snapshot import (
 )
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.feeds.normalize import normalize_payload
-from newsflow.flows.pipeline import (
-    STEP_DEDUP,
-    STEP_PARSE,
-    STEP_STORIES,
-    DedupLogic,
-    ParseLogic,
-    StoriesLogic,
-    route_to_stories,
-    shard_keys,
-    story_key,
-    story_keys,
-)
+from newsflow.flows.keys import shard_keys, story_key, story_keys
+from newsflow.flows.pipeline import route_to_stories
+from newsflow.flows.steps.dedup import STEP_DEDUP, DedupLogic
+from newsflow.flows.steps.parse import STEP_PARSE, ParseLogic
+from newsflow.flows.steps.stories import STEP_STORIES, StoriesLogic
 from newsflow.model.messages import (
     Deduped,
     FromShard,
@@ -418,7 +411,7 @@ def test_digest_steps_get_the_health_fields_they_read_and_report_the_same():
     import random
 
     from newsflow.digest.health import REPORT_FIELDS, FeedHealthAccumulator, report_view
-    from newsflow.flows.pipeline import _from_shards
+    from newsflow.flows.digest_windows import digest_inputs
     from newsflow.model.messages import HealthReport
     from newsflow.wire.codec import health_record
 
@@ -433,7 +426,7 @@ def test_digest_steps_get_the_health_fields_they_read_and_report_the_same():
         full.add(r)
         slim.add(report_view(r))
     assert full.summary() == slim.summary()
-    [(_, sent)] = _from_shards(Settings())([("st00", HealthReport("0:1", recs[0]))])
+    [(_, sent)] = digest_inputs(Settings())([("st00", HealthReport("0:1", recs[0]))])
     assert isinstance(sent, FromShard) and isinstance(sent.message, HealthReport)
     assert sent.message.record == {k: recs[0][k] for k in REPORT_FIELDS if k in recs[0]}
     assert "etag" in recs[0] and "etag" not in sent.message.record

@@ -15,8 +15,7 @@ import pytest
 from newsflow.config import Settings
 from newsflow.core.hashing import shard_of
 from newsflow.core.placement import input_keys, key_name, placed_key, worker_of
-from newsflow.flows.digest_windows import trend_keys
-from newsflow.flows.pipeline import shard_keys, story_keys
+from newsflow.flows.keys import shard_keys, story_keys, trend_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 
