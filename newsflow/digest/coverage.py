@@ -61,21 +61,6 @@ class StoryCoverage:
     #: only the buckets below its horizon, not every story
     _hours: dict[int, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
-    def __setstate__(self, state: Any) -> None:  # snapshots from before late merges lack them
-        for k, v in (state[1] if isinstance(state, tuple) else state).items():
-            object.__setattr__(self, k, v)
-        for k, default in (("merged", {}), ("_into", None), ("_horizon", None), ("_low", -(1 << 62)),
-                           ("_dirty", True), ("_hours", None)):
-            try:
-                getattr(self, k)
-            except AttributeError:
-                object.__setattr__(self, k, default)
-        if self._hours is None:  # a snapshot from before the hour buckets
-            hours: dict[int, list[str]] = {}
-            for sid, st in self.stories.items():
-                hours.setdefault(st.last_ms // HOUR_MS, []).append(sid)
-            object.__setattr__(self, "_hours", hours)
-
     def merge(self, gone: str, into: str, at_ms: int) -> None:
         """Story ``gone`` joined ``into`` at ``at_ms``: as of any later time, ``into``'s
         publishers and tiers include ``gone``'s (each from when it carried ``gone``, at the
