@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import itertools
 import pickle
@@ -16,7 +17,13 @@ from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.digest import entries
 from newsflow.digest.assemble import assemble_digest
 from newsflow.digest.coverage import StoryCoverage
-from newsflow.digest.entries import BODY_WORDS_KEPT, body_text, digest_entries, term_counts
+from newsflow.digest.entries import (
+    BODY_WORDS_KEPT,
+    DigestEntry,
+    body_text,
+    digest_entries,
+    term_counts,
+)
 from newsflow.digest.rescore import _rescorer, rescore_as_of
 from newsflow.digest.schedule import DigestWindow
 from newsflow.scoring.importance import score_record
@@ -69,7 +76,7 @@ def test_entries_are_idempotent_compact_and_keep_the_summary_body() -> None:
     recs = _records(40)
     ents = digest_entries(recs)
     assert digest_entries(ents) == ents
-    assert all("body_text" not in e and "seen_in" not in e for e in ents)
+    assert {"body_text", "seen_in"}.isdisjoint(f.name for f in dataclasses.fields(DigestEntry))
     assert body_text(ents[0]).split() == recs[0]["body_text"].split()[:BODY_WORDS_KEPT]
     assert len(pickle.dumps(ents)) < 0.5 * len(pickle.dumps(recs))
 
@@ -81,11 +88,11 @@ def test_fast_rescorer_gives_rescore_as_of_scores() -> None:
         cov.add_health({"feed_id": f"f{k}", "at": ms_to_iso(START + k * 3_600_000), "reliability": 0.5 + k / 14})
     for end in (START + 86_400_000, WIN.end_ms):
         fast = _rescorer(cov, end)
-        for r in recs:
+        for r in digest_entries(recs):
             slow = rescore_as_of(r, cov, end)
             got = fast(r)
-            assert got["importance"] == slow["importance"]
-            assert got["story_tiers"] == slow["story_tiers"]
+            assert got.importance == slow.importance
+            assert got.story_tiers == slow.story_tiers
 
 
 def test_entries_and_full_records_give_the_same_digest() -> None:
@@ -99,7 +106,8 @@ def test_entries_keep_what_profile_ranking_reads() -> None:
     """A profile digest ranks entries (not records): category is kept, and with profile_terms
     the relevance of an entry equals the full record's although the entry keeps only 120 body
     words (the profile vector reads title x2 + 200 body words + category/publisher terms)."""
-    from newsflow.profiles.rank import with_relevance
+    from newsflow.digest.entries import entry_relevance, with_relevance
+    from newsflow.profiles import rank
     from newsflow.profiles.vectors import interest_profile, relevance
     from newsflow.text.tokenize import token_hash
 
@@ -111,14 +119,14 @@ def test_entries_keep_what_profile_ranking_reads() -> None:
     ip = interest_profile({token_hash("exoplanet"): 1.0, token_hash("category:science"): 0.5})
     full = [relevance(r, ip) for r in recs]
     entries = digest_entries(recs, profile_terms=True)
-    assert [e["category"] for e in entries] == [r["category"] for r in recs]
-    assert [relevance(e, ip) for e in entries] == full
-    assert [with_relevance(e, ip)["importance"] for e in entries] == [with_relevance(r, ip)["importance"] for r in recs]
-    plain = digest_entries(recs)  # without the packed features: only the kept words are read
-    assert "_ph" not in plain[0] and [relevance(e, ip) for e in plain] != full
+    assert [e.category for e in entries] == [r["category"] for r in recs]
+    assert [entry_relevance(e, ip) for e in entries] == full
+    assert [with_relevance(e, ip).importance for e in entries] == [rank.with_relevance(r, ip)["importance"] for r in recs]
+    plain = digest_entries(recs)  # without the packed features: only the title and meta terms are read
+    assert plain[0].profile_hashes is None and [entry_relevance(e, ip) for e in plain] != full
     # idempotent, and the packed features survive a snapshot
     assert digest_entries(entries, profile_terms=True) == entries
-    assert [relevance(e, ip) for e in pickle.loads(pickle.dumps(entries))] == full
+    assert [entry_relevance(e, ip) for e in pickle.loads(pickle.dumps(entries))] == full
 
 
 def test_digest_views_count_the_same_publishers_as_full_records() -> None:

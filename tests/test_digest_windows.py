@@ -76,7 +76,7 @@ def test_a_window_drafts_the_same_digest_whatever_order_its_messages_come_in() -
     seals = []
     for shard, part, part_recs in (("sa", a, recs[:15]), ("sb", b, recs[15:])):
         stories, feeds = _coverage_at(cov, part_recs, w.end_ms)
-        seals.append(WindowSeal(w, shard, tuple(e["article_id"] for e in part), {}, stories, feeds))
+        seals.append(WindowSeal(w, shard, tuple(e.article_id for e in part), {}, stories, feeds))
     close = WindowClose(w, ("sa", "sb"), {}, True, None)
     configs = (s.digests.schedule(), s.digests.to_config(), s.scoring.to_config())
     want = draft_digest(entries, w, schedule=configs[0], feed_health={}, config=configs[1], final=True,
@@ -121,7 +121,7 @@ def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest
     entries = digest_entries(recs)
     cov = StoryCoverage().extend(recs)
     stories, feeds = _coverage_at(cov, recs, w.end_ms)
-    seal = WindowSeal(w, "sa", tuple(e["article_id"] for e in entries), {}, stories, feeds)
+    seal = WindowSeal(w, "sa", tuple(e.article_id for e in entries), {}, stories, feeds)
     configs = (s.digests.schedule(), s.digests.to_config(), s.scoring.to_config())
     want = draft_digest(entries, w, schedule=configs[0], feed_health={}, config=configs[1], final=True,
                         coverage=CoverageAt(w.end_ms, stories, feeds),  # type: ignore[arg-type]
@@ -165,7 +165,7 @@ def test_a_skipped_window_ends_once_its_seals_are_in_without_a_draft() -> None:
     s = Settings()
     w = DigestWindow("rolling", START, START + HOUR_MS)
     (e,) = digest_entries(_records(1, w))
-    seal = WindowSeal(w, "sa", (e["article_id"],), {}, {}, {})
+    seal = WindowSeal(w, "sa", (e.article_id,), {}, {}, {})
     configs = (s.digests.schedule(), s.digests.to_config(), s.scoring.to_config())
     for msgs in itertools.permutations([WindowEntry(e), seal, WindowSkip(("sa",))]):
         logic = WindowLogic(s, None, {}, configs)
@@ -270,7 +270,7 @@ def test_an_article_late_for_a_sealed_window_is_counted_and_not_sent_to_it() -> 
     out, _ = feeder.on_item(FromShard("st00", ShardWatermark(START + 30 * HOUR_MS)))  # seals them
     seals = [m for _, m in out if isinstance(m, WindowSeal)]
     assert {m.window.digest_type for m in seals} == {"rolling", "morning_brief", "midday_update", "evening_recap"}
-    assert all(m.ids == (entry["article_id"],) for m in seals if m.window.contains(entry["fetched_ms"]))
+    assert all(m.ids == (entry.article_id,) for m in seals if m.window.contains(entry.fetched_ms))
     (tick,) = [m for _, m in out if isinstance(m, FeederTick)]
     assert set(tick.sealed) == {m.window for m in seals}
     out, _ = feeder.on_item(FromShard("st00", ScoredArticle(rec, entry)))  # the same fetch time again

@@ -28,8 +28,8 @@ from newsflow.clustering.window import cluster_articles, story_groups_of, tfidf_
 from newsflow.core.gctune import gc_paused
 from newsflow.core.timeutil import ms_to_iso
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
-from newsflow.digest.coverage import StoryCoverage
-from newsflow.digest.entries import digest_entries
+from newsflow.digest.coverage import CoverageAsOf, StoryCoverage
+from newsflow.digest.entries import DigestEntry, DigestInput, digest_entries
 from newsflow.digest.health import FeedHealthAccumulator, summarize_feed_health
 from newsflow.digest.rescore import select_rescored
 from newsflow.digest.schedule import (
@@ -72,7 +72,7 @@ FeedHealthInput = FeedHealthAccumulator | Mapping[str, Any] | Iterable[Mapping[s
 
 
 def assemble_digest(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[DigestInput],
     window: DigestWindow,
     *,
     schedule: DigestSchedule | None = None,
@@ -80,7 +80,7 @@ def assemble_digest(
     feed_health: FeedHealthInput = None,
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
     final: bool = True,
-    coverage: StoryCoverage | None = None,
+    coverage: CoverageAsOf | None = None,
     score_config: ScoreConfig = DEFAULT_SCORE_CONFIG,
     as_of_ms: int | None = None,
 ) -> dict[str, Any]:
@@ -107,14 +107,14 @@ def assemble_digest(
 
 
 def draft_digest(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[DigestInput],
     window: DigestWindow,
     *,
     schedule: DigestSchedule | None = None,
     feed_health: FeedHealthInput = None,
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
     final: bool = True,
-    coverage: StoryCoverage | None = None,
+    coverage: CoverageAsOf | None = None,
     score_config: ScoreConfig = DEFAULT_SCORE_CONFIG,
     as_of_ms: int | None = None,
 ) -> DigestDraft:
@@ -132,13 +132,13 @@ def draft_digest(
 
 
 def _assemble(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[DigestInput],
     window: DigestWindow,
     schedule: DigestSchedule | None,
     feed_health: FeedHealthInput,
     config: DigestConfig,
     final: bool,
-    coverage: StoryCoverage | None,
+    coverage: CoverageAsOf | None,
     score_config: ScoreConfig,
 ) -> tuple[dict[str, Any], tuple[TrendCandidate, ...]]:
     sched = schedule or DigestSchedule()
@@ -149,14 +149,14 @@ def _assemble(
     )
     limits = config.limits or dtype.limits
     wr = config.summary_words or dtype.summary_words
-    records = records if isinstance(records, list) else list(records)
+    given = records if isinstance(records, list) else list(records)
     if coverage is None:
-        coverage = StoryCoverage().extend(records)
+        coverage = StoryCoverage().extend(r.coverage_record() if isinstance(r, DigestEntry) else r for r in given)
     # analyzed once (the flow keeps entries: no text is analyzed again per window)
-    records = digest_entries(records, title_weight=config.title_weight, body_words=config.body_words)
-    # one pass over the records; the selection re-scored as of the end on columns (the same
-    # scores as select_records(..., adjust=_rescorer(...)), no record copied)
-    wrecs = window_records(records, window, config)
+    entries = digest_entries(given, title_weight=config.title_weight, body_words=config.body_words)
+    # one pass over the entries; the selection re-scored as of the end on columns (the same
+    # scores as select_records(..., adjust=_rescorer(...)), no entry copied)
+    wrecs = window_records(entries, window, config)
     article_count, dups, copies = len(wrecs.arts), wrecs.duplicates, wrecs.copies
     sel = select_rescored(wrecs, coverage, window.end_ms, config, score_config)
 
@@ -164,9 +164,9 @@ def _assemble(
     X = None
     vocab = np.zeros(0, np.uint64)
     if sel:
-        X, vocab = tfidf_from_counts(sel.cols["_th"], sel.cols["_tc"])
+        X, vocab = tfidf_from_counts(sel.cols.term_hashes, sel.cols.term_counts)
         labels = cluster_articles(X, sel.base, config,
-                                  groups=story_groups_of(sel.cols["story_id"], sel.aids))
+                                  groups=story_groups_of(sel.cols.story_id, sel.aids))
         clusters = build_clusters(sel, X, vocab, labels)
         for c in clusters:
             c.copies = cluster_copies(c, sel, copies)
@@ -176,7 +176,7 @@ def _assemble(
     # rank: best score, then size, then the fresher lead (most new articles score recency 100:
     # equal scores are common), then the lead's id
     clusters.sort(key=lambda c: (-c.score, -c.size, -article_time_ms(sel.base[c.lead]),
-                                 sel.base[c.lead]["article_id"]))
+                                 sel.base[c.lead].article_id))
     sections_items: dict[str, list[Cluster]] = {
         TOP_STORIES: [],
         NOTEWORTHY: [],

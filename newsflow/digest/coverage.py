@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms
 from newsflow.feeds.tiers import BUILTIN_TIERS
 
 
-def _ms(v: Any) -> int | None:
+def _ms(v: object) -> int | None:
     if isinstance(v, int):
         return v
     if isinstance(v, str) and v:
@@ -28,6 +28,16 @@ def _ms(v: Any) -> int | None:
         except ValueError:
             return None
     return None
+
+
+class CoverageAsOf(Protocol):
+    """What a window's re-scoring reads of the story coverage: a story's publishers and tiers,
+    a feed's reliability, as of the window's end (:class:`StoryCoverage`, or the part of it a
+    window's key is sent)."""
+
+    def as_of(self, story_id: str | None, end_ms: int) -> tuple[list[str], list[str]]: ...
+
+    def reliability_of(self, feed_id: str | None, end_ms: int) -> float | None: ...
 
 
 @dataclass(slots=True)
@@ -140,7 +150,7 @@ class StoryCoverage:
             self.add(r, family)
         return self
 
-    def as_of(self, story_id: Any, end_ms: int) -> tuple[list[str], list[str]]:
+    def as_of(self, story_id: str | None, end_ms: int) -> tuple[list[str], list[str]]:
         """(publishers, tiers) of a story that had carried it before ``end_ms``, sorted; with
         the stories merged into it before then."""
         if not story_id:
@@ -160,7 +170,7 @@ class StoryCoverage:
                     todo.append((gone, max(at, since)))
         return sorted(pubs), sorted(tiers)
 
-    def reliability_of(self, feed_id: Any, end_ms: int) -> float | None:
+    def reliability_of(self, feed_id: str | None, end_ms: int) -> float | None:
         """The feed's latest reliability reported before ``end_ms`` (None: never reported)."""
         best = None
         for t, r in self.reliability.get(feed_id, ()) if feed_id else ():

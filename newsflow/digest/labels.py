@@ -10,13 +10,12 @@ import functools
 import re
 import struct
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 import xxhash
 
 from newsflow.core.memo import BoundedMemo
-from newsflow.digest.entries import body_text
+from newsflow.digest.entries import DigestEntry, unzip_body
 from newsflow.digest.topics import Cluster
 from newsflow.text.entities import capitalized_phrases, is_title_case, with_of_phrase
 from newsflow.text.sentences import split_sentences
@@ -28,31 +27,23 @@ from newsflow.text.tokenize import _analyze_word, words
 # --------------------------------------------------------------------------------------
 
 
-def body_key(rec: Mapping[str, Any]) -> str | bytes:
-    """What stands for a record's body in memo keys, without decompressing it: its
-    ``body_text``, or an entry's compressed words (:func:`newsflow.digest.entries.body_text`)."""
-    b = rec.get("body_text")
-    if b is not None:
-        return str(b)
-    z = rec.get("_bz")
-    return z if isinstance(z, bytes) else b""
-
-
 def body_of_key(key: str | bytes) -> str:
-    """The body text behind :func:`body_key`."""
-    return key if isinstance(key, str) else body_text({"_bz": key})
+    """The body text behind a memo key's body: a text, or an entry's compressed words
+    (:attr:`~newsflow.digest.entries.DigestEntry.body_z`: memo keys hold them compressed, so a
+    hit costs no decompression)."""
+    return key if isinstance(key, str) else unzip_body(key)
 
 
-def _entities_of(rec: Mapping[str, Any]) -> dict[str, int]:
+def _entities_of(rec: DigestEntry) -> dict[str, int]:
     """Entity phrases of one article -> weight (2 when in the title, 1 when only in the first
     80 body words). A headline's sentence-initial word counts when the body also capitalizes
     it mid-sentence ("Apple unveils ..." + "... Apple said")."""
-    return dict(_entities_keyed(rec.get("title") or "", body_key(rec)))
+    return dict(_entities_keyed(rec.title or "", rec.body_z))
 
 
 @functools.lru_cache(maxsize=1 << 15)
 def _entities_keyed(title: str, body: str | bytes) -> tuple[tuple[str, int], ...]:
-    """:func:`_entities_of` by (title, :func:`body_key`): a hit costs no decompression."""
+    """:func:`_entities_of` by (title, the body of a memo key (:func:`body_of_key`)): a hit costs no decompression."""
     return _entities_text(title, " ".join(body_of_key(body).split()[:80]))
 
 
@@ -76,7 +67,7 @@ def _entities_text(title: str, body: str) -> tuple[tuple[str, int], ...]:
     return tuple(out.items())
 
 
-def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
+def cluster_entity(members: Sequence[DigestEntry]) -> str | None:
     """The most frequent capitalized phrase across the cluster's articles (each article counts
     once, a title mention twice); for 2+ articles it must appear in at least 2 of them."""
     c: Counter[str] = Counter()
@@ -102,15 +93,15 @@ def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def title_entities(r: Mapping[str, Any]) -> dict[str, str]:
+def title_entities(r: DigestEntry) -> dict[str, str]:
     """lowercase -> surface of the named entities of one article's title (see
     :func:`title_entity`)."""
-    return dict(_title_entities(r.get("title") or "", body_key(r)))
+    return dict(_title_entities(r.title or "", r.body_z))
 
 
 @functools.lru_cache(maxsize=1 << 15)
 def _title_entities(title: str, body: str | bytes) -> tuple[tuple[str, str], ...]:
-    """:func:`title_entities` by (title, :func:`body_key`), memoized: every window showing
+    """:func:`title_entities` by (title, the body of a memo key (:func:`body_of_key`)), memoized: every window showing
     the article asks again."""
     tl = _spaced_words(title)
     found: dict[str, str] = {}
@@ -127,7 +118,7 @@ def _spaced_words(text: str) -> str:
     return f" {' '.join(words(text))} "
 
 
-def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
+def title_entity(members: Sequence[DigestEntry]) -> str | None:
     """The story's most frequent named entity found in its *titles* (the "[Entity]" of a label):
     phrases of each title (a sentence-initial word when the body confirms it; for Title Case
     headlines, the body's entities the title contains), each title counting once; with 2+
@@ -140,7 +131,7 @@ def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
             c[k] += 1
             case.setdefault(k, Counter())[e] += 1
     need = 2 if len(members) >= 2 else 1
-    lead = (members[0].get("title") or "").lower() if members else ""
+    lead = (members[0].title or "").lower() if members else ""
 
     def pos(k: str) -> int:  # the headline's subject comes first: "Ukraine ... in Geneva"
         i = lead.find(k)
@@ -149,13 +140,14 @@ def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
     for k, n in sorted(c.items(), key=lambda kv: (-kv[1], pos(kv[0]), -len(kv[0].split()), kv[0])):
         if n >= need:  # as the titles write it, with an "of <Name>" they add ("Isle of Wight")
             return with_of_phrase(sorted(case[k].items(), key=lambda kv: (-kv[1], kv[0]))[0][0],
-                                [r.get("title") or "" for r in members])
+                                [r.title or "" for r in members])
     return None
 
 
 _WORD_CASED = re.compile(r"[^\W_]+", re.UNICODE)
 def extractive_summary(
-    rec: Mapping[str, Any],
+    title: str,
+    body: str | bytes,
     key_stems: Sequence[str] = (),
     words_range: tuple[int, int] = (50, 75),
     max_sentences: int = 12,
@@ -164,8 +156,7 @@ def extractive_summary(
     sentences, plus the ones that best cover the topic's key terms, in their original order;
     cut (with "…") at the maximum. Falls back to the title when there is no body."""
     lo, hi = words_range
-    title = rec.get("title") or ""
-    sents, stem_sets, fallback = _summary_sentences(title, body_key(rec), max_sentences)
+    sents, stem_sets, fallback = _summary_sentences(title, body, max_sentences)
     if not sents:
         toks = fallback.split()
         return " ".join(toks[:hi]) + (" …" if len(toks) > hi else "")
@@ -273,14 +264,13 @@ def clear_memos() -> None:
         f.cache_clear()
 
 
-def _texts_key(members: Iterable[Mapping[str, Any]]) -> bytes:
-    """128-bit digest of what text computations read of the records: title and body (an
-    entry's compressed body bytes, or a record's ``body_text``), length-prefixed."""
+def _texts_key(members: Iterable[DigestEntry]) -> bytes:
+    """128-bit digest of what text computations read of the entries: title and compressed
+    body words, length-prefixed."""
     h = xxhash.xxh3_128()
     for r in members:
-        t = (r.get("title") or "").encode("utf-8", "surrogatepass")
-        b = r.get("body_text")
-        body = b"s" + str(b).encode("utf-8", "surrogatepass") if b is not None else b"z" + (r.get("_bz") or b"")
+        t = (r.title or "").encode("utf-8", "surrogatepass")
+        body = b"z" + r.body_z
         h.update(_U32.pack(len(t)))
         h.update(t)
         h.update(_U32.pack(len(body)))
@@ -288,21 +278,21 @@ def _texts_key(members: Iterable[Mapping[str, Any]]) -> bytes:
     return h.digest()
 
 
-def topic_label(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
+def topic_label(c: Cluster, sel: Sequence[DigestEntry]) -> tuple[str, str | None, list[str]]:
     if c.label is None:
         key = (_texts_key([sel[i] for i in c.ranked[:20]]), tuple(c.term_hashes),
-               sel[c.lead].get("title") or "")
+               sel[c.lead].title or "")
         label, ent, terms = _LABELS.get(key, lambda: _frozen_label(c, sel))
         c.label = (label, ent, list(terms))
     return c.label
 
 
-def _frozen_label(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, tuple[str, ...]]:
+def _frozen_label(c: Cluster, sel: Sequence[DigestEntry]) -> tuple[str, str | None, tuple[str, ...]]:
     label, ent, terms = _make_label(c, sel)
     return label, ent, tuple(terms)
 
 
-def key_stems(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> list[str]:
+def key_stems(c: Cluster, sel: Sequence[DigestEntry]) -> list[str]:
     """The topic's top stems (for the summary), from the titles and bodies of its lead and the
     members closest to the centroid."""
     members = c.ranked[:20]
@@ -313,7 +303,7 @@ def key_stems(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> list[str]:
         while k < len(members):
             if k == len(maps):
                 r = sel[members[k]]
-                maps.append(_text_stems(r.get("title") or "", body_key(r)))
+                maps.append(_text_stems(r.title or "", r.body_z))
             st = maps[k].get(h)
             if st is not None:  # a hash is the hash of one stem
                 out.append(st)
@@ -324,7 +314,7 @@ def key_stems(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def _make_label(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, list[str]]:
+def _make_label(c: Cluster, sel: Sequence[DigestEntry]) -> tuple[str, str | None, list[str]]:
     """The topic's label, "[Entity]: headline": the entity is the story's most frequent
     named entity in its titles; the label's words are the lead's headline, shortened (first
     clause, or 14 words and "…"), after "[Entity]: " when the headline does not name the
@@ -337,7 +327,7 @@ def _make_label(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str 
     t_forms: dict[str, list[str]] = {}  # (counted only for the few stems picked)
     t_first: dict[str, tuple[int, int]] = {}
     for m, r in enumerate(members):
-        for pos, st, h, w in _title_words(r.get("title") or ""):
+        for pos, st, h, w in _title_words(r.title or ""):
             t_stem_of[h] = st
             forms = t_forms.get(st)
             if forms is None:
@@ -361,7 +351,7 @@ def _make_label(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[str, str 
     terms = [_surface(Counter(t_forms[st])) for st in picked]
     # the words a reader reads best are a headline's: the lead's, shortened, after the entity
     # when it does not name it ("White House: US looks at winding down virus task force")
-    title = sel[c.lead].get("title") or ""
+    title = sel[c.lead].title or ""
     head = short_headline(title, max_words=14)
     if ent and head and f" {' '.join(words(ent))} " not in f" {' '.join(words(title))} ":
         label = f"{ent}: {head}"

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import replace
 from operator import itemgetter
-from typing import Any, overload
+from typing import TypeVar, cast, overload
 
 import numpy as np
 
 from newsflow.digest.config import DigestConfig
-from newsflow.digest.coverage import StoryCoverage
+from newsflow.digest.coverage import CoverageAsOf
+from newsflow.digest.entries import DigestEntry
 from newsflow.digest.selection import (
     WindowRecords,
     importance_of,
@@ -24,12 +26,17 @@ from newsflow.scoring.importance import (
     ScoreConfig,
     authority_score,
     corroboration_score,
-    rescore,
-    story_counts,
+    rescore_components,
 )
 
+_A = TypeVar("_A", bound=Hashable)
+_B = TypeVar("_B", bound=Hashable)
 
-class Selected(Sequence[Mapping[str, Any]]):
+#: a story's (publishers, tiers) as of a window's end
+Coverage = tuple[list[str], list[str]]
+
+
+class Selected(Sequence[DigestEntry]):
     """The window's selected articles (sorted by id), each as assembly reads it: the record
     re-scored as of the window's end (:func:`_rescorer`'s copy: new importance, components
     dropped, the story's publishers and tiers as of the end). Columns (``aids``, ``scores``,
@@ -40,22 +47,22 @@ class Selected(Sequence[Mapping[str, Any]]):
     __slots__ = ("_cov", "_made", "aids", "base", "cols", "scores")
 
     def __init__(self, w: WindowRecords, scores: list[float],
-                 cov: list[tuple[list[str], list[str]] | None]) -> None:
+                 cov: list[Coverage | None]) -> None:
         self.base = w.arts
         self.aids = w.aids
         self.cols = w.cols
         self.scores = scores
         self._cov = cov  # per article: its story's (publishers, tiers); None: not re-scored
-        self._made: dict[int, Mapping[str, Any]] = {}
+        self._made: dict[int, DigestEntry] = {}
 
     def __len__(self) -> int:
         return len(self.base)
 
     @overload
-    def __getitem__(self, i: int) -> Mapping[str, Any]: ...
+    def __getitem__(self, i: int) -> DigestEntry: ...
     @overload
-    def __getitem__(self, i: slice) -> Sequence[Mapping[str, Any]]: ...
-    def __getitem__(self, i: int | slice) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
+    def __getitem__(self, i: slice) -> Sequence[DigestEntry]: ...
+    def __getitem__(self, i: int | slice) -> DigestEntry | Sequence[DigestEntry]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         r = self._made.get(i)
@@ -66,16 +73,15 @@ class Selected(Sequence[Mapping[str, Any]]):
                 r = b
             else:
                 pubs, tiers = cov
-                r = {**b, "importance": self.scores[i], "importance_components": None,
-                     "story_publishers": pubs or b.get("story_publishers"),
-                     "story_tiers": tiers or b.get("story_tiers")}
+                r = replace(b, importance=self.scores[i], importance_components=None,
+                            story_publishers=pubs or b.story_publishers, story_tiers=tiers or b.story_tiers)
             self._made[i] = r
         return r
 
-    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+    def __iter__(self) -> Iterator[DigestEntry]:
         return (self[i] for i in range(len(self.base)))
 
-    def coverage_of(self, i: int) -> tuple[list[str], list[str]] | None:
+    def coverage_of(self, i: int) -> Coverage | None:
         """Article ``i``'s story's (publishers, tiers) as of the window's end; None when the
         article is not re-scored (no components)."""
         return self._cov[i]
@@ -83,7 +89,7 @@ class Selected(Sequence[Mapping[str, Any]]):
 
 def select_rescored(
     w: WindowRecords,
-    coverage: StoryCoverage,
+    coverage: CoverageAsOf,
     end_ms: int,
     config: DigestConfig,
     score_config: ScoreConfig,
@@ -103,13 +109,13 @@ class _RescorerParts:
     its counts as scored) -> (weighted corroboration, publishers, tiers) as of the end; (feed,
     tier) -> weighted authority with the feed's reliability as of the end."""
 
-    def __init__(self, coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig) -> None:
+    def __init__(self, coverage: CoverageAsOf, end_ms: int, cfg: ScoreConfig) -> None:
         self.coverage, self.end_ms, self.cfg = coverage, end_ms, cfg
-        self.stories: dict[Any, tuple[list[str], list[str]]] = {}
-        self.feeds: dict[Any, float | None] = {}
-        self.auth: dict[tuple[Any, float | None], float] = {}
+        self.stories: dict[str | None, Coverage] = {}
+        self.feeds: dict[str | None, float | None] = {}
+        self.auth: dict[tuple[str | None, float | None], float] = {}
 
-    def story(self, sid: Any, sc: tuple[int, int]) -> tuple[float, list[str], list[str]]:
+    def story(self, sid: str | None, sc: tuple[int, int]) -> tuple[float, list[str], list[str]]:
         cov = self.stories.get(sid)
         if cov is None:
             cov = self.stories[sid] = self.coverage.as_of(sid, self.end_ms)
@@ -117,7 +123,7 @@ class _RescorerParts:
         w2 = self.cfg.weights[2]
         return w2 * corroboration_score(max(len(pubs), sc[0]), max(len(tiers), sc[1])), pubs, tiers
 
-    def feed(self, fid: Any, tier: Any) -> float:
+    def feed(self, fid: str | None, tier: str | None) -> float:
         if fid not in self.feeds:
             self.feeds[fid] = self.coverage.reliability_of(fid, self.end_ms)
         rel = self.feeds[fid]
@@ -129,7 +135,8 @@ class _RescorerParts:
         return float(self.cfg.weights[0] * a)
 
 
-def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_SCORE_CONFIG) -> Any:
+def _rescorer(coverage: CoverageAsOf, end_ms: int,
+              cfg: ScoreConfig = DEFAULT_SCORE_CONFIG) -> Callable[[DigestEntry], DigestEntry]:
     """:func:`rescore_as_of` for the many records of one window, the same score (same float
     operations in the same order as :func:`newsflow.scoring.importance.rescore`) at a fraction
     of the cost: each story's coverage, each feed's reliability and each (tier, reliability)
@@ -139,18 +146,16 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
     nd = cfg.ndigits
     assert COMPONENTS == ("authority", "recency", "corroboration", "relevance", "depth")
     part = _RescorerParts(coverage, end_ms, cfg)
-    by_story: dict[Any, tuple[float, list[str], list[str]]] = {}
-    by_feed: dict[Any, float] = {}
+    by_story: dict[tuple[str | None, tuple[int, int]], tuple[float, list[str], list[str]]] = {}
+    by_feed: dict[tuple[str | None, str | None], float] = {}
 
-    def adjust(rec: Mapping[str, Any]) -> Mapping[str, Any]:
-        comps = rec.get("importance_components")
-        if (type(comps) is not dict and not isinstance(comps, Mapping)) or not (
+    def adjust(rec: DigestEntry) -> DigestEntry:
+        comps = rec.importance_components
+        if not isinstance(comps, dict) or not (
                 "authority" in comps and "recency" in comps and "corroboration" in comps
                 and "relevance" in comps and "depth" in comps):
             return rec
-        sid, fid, tier, sc = rec.get("story_id"), rec.get("feed_id"), rec.get("tier"), rec.get("_sc")
-        if sc is None:
-            sc = story_counts(rec)
+        sid, fid, tier, sc = rec.story_id, rec.feed_id, rec.tier, rec.story_counts
         got = by_story.get((sid, sc))
         if got is None:
             got = by_story[(sid, sc)] = part.story(sid, sc)
@@ -160,17 +165,16 @@ def _rescorer(coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig = DEFAULT_S
             wa = by_feed[(fid, tier)] = part.feed(fid, tier)
         # the same sum() as weighted_importance (3.12's sum() of floats is compensated)
         x = sum((wa, w1 * comps["recency"], wc, w3 * comps["relevance"], w4 * comps["depth"]))
-        return {**rec, "importance": round(min(100.0, max(0.0, x)), nd), "importance_components": None,
-                "story_publishers": pubs or rec.get("story_publishers"),
-                "story_tiers": tiers or rec.get("story_tiers")}
+        return replace(rec, importance=round(min(100.0, max(0.0, x)), nd), importance_components=None,
+                       story_publishers=pubs or rec.story_publishers, story_tiers=tiers or rec.story_tiers)
 
     return adjust
 
 
 def _rescore_columns(
-    w: WindowRecords, coverage: StoryCoverage, end_ms: int,
+    w: WindowRecords, coverage: CoverageAsOf, end_ms: int,
     cfg: ScoreConfig = DEFAULT_SCORE_CONFIG,
-) -> tuple[list[float], list[tuple[list[str], list[str]] | None]]:
+) -> tuple[list[float], list[Coverage | None]]:
     """Per article: (its score as of ``end_ms``, its story's (publishers, tiers) as of then, or
     None when it is not re-scored), the very floats of :func:`_rescorer` (its importance or,
     without components, :func:`~newsflow.digest.selection.importance_of`), computed on columns: per story and per feed once,
@@ -186,15 +190,15 @@ def _rescore_columns(
         return fast
     adjust = _rescorer(coverage, end_ms, cfg)
     scores: list[float] = []
-    cov: list[tuple[list[str], list[str]] | None] = []
-    stories: dict[Any, tuple[list[str], list[str]]] = {}
+    cov: list[Coverage | None] = []
+    stories: dict[str | None, Coverage] = {}
     for r in w.arts:
         a = adjust(r)
         scores.append(importance_of(a))
         if a is r:
             cov.append(None)
         else:
-            sid = r.get("story_id")
+            sid = r.story_id
             got = stories.get(sid)
             if got is None:
                 got = stories[sid] = coverage.as_of(sid, end_ms)
@@ -206,14 +210,14 @@ _USED = itemgetter("recency", "relevance", "depth")
 
 
 def _rescore_fast(
-    w: WindowRecords, coverage: StoryCoverage, end_ms: int, cfg: ScoreConfig,
-) -> tuple[list[float], list[tuple[list[str], list[str]] | None]] | None:
+    w: WindowRecords, coverage: CoverageAsOf, end_ms: int, cfg: ScoreConfig,
+) -> tuple[list[float], list[Coverage | None]] | None:
     """:func:`_rescore_columns` when every article has all components (dicts of floats or
     ints) and story counts (else None)."""
     cols = w.cols
-    comps = cols["importance_components"]
-    if set(map(type, comps)) != {dict}:
+    if set(map(type, cols.importance_components)) != {dict}:
         return None
+    comps = cast(list[dict[str, float]], cols.importance_components)
     if any(not set(COMPONENTS) <= set(keys) for keys in set(map(tuple, comps))):
         return None
     rec, rel, dep = arrs = [np.array(v) for v in zip(*map(_USED, comps), strict=True)]
@@ -223,15 +227,15 @@ def _rescore_fast(
         return None
     rec, rel, dep = (a.astype(np.float64, copy=False) for a in arrs)
     try:  # per article: its (story, counts) and (feed, tier) as codes
-        gs, ustories = _codes(cols["story_id"], cols["_sc"])
-        gf, ufeeds = _codes(cols["feed_id"], cols["tier"])
+        gs, ustories = _codes(cols.story_id, cols.story_counts)
+        gf, ufeeds = _codes(cols.feed_id, cols.tier)
     except TypeError:  # unhashable
         return None
     if any(sc is None for _, sc in ustories):
         return None
     part = _RescorerParts(coverage, end_ms, cfg)
     wc = np.empty(len(ustories))
-    story_cov: list[tuple[list[str], list[str]]] = []
+    story_cov: list[Coverage] = []
     for j, (sid, sc) in enumerate(ustories):
         wc[j], pubs, tiers = part.story(sid, sc)
         story_cov.append((pubs, tiers))
@@ -241,16 +245,16 @@ def _rescore_fast(
     x = np.where(x > 0.0, x, 0.0)  # max(0.0, x), NaN -> 0.0 as max() does
     x = np.where(x < 100.0, x, 100.0)  # min(100.0, x)
     scores = py_round(x, cfg.ndigits)
-    cov: list[tuple[list[str], list[str]] | None] = list(map(story_cov.__getitem__, gs.tolist()))
+    cov: list[Coverage | None] = list(map(story_cov.__getitem__, gs.tolist()))
     return scores, cov
 
 
-def _codes(a: list[Any], b: list[Any]) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
+def _codes(a: list[_A], b: list[_B]) -> tuple[np.ndarray, list[tuple[_A, _B]]]:
     """(a code per pair ``(a[i], b[i])``, the distinct pairs by code): equal pairs (as tuples
     compare) share a code."""
     n = len(a)
-    ca: dict[Any, int] = {}
-    cb: dict[Any, int] = {}
+    ca: dict[_A, int] = {}
+    cb: dict[_B, int] = {}
     # a value's code is the position it first appeared at (setdefault: the first one stays)
     ia = np.fromiter(map(ca.setdefault, a, itertools.count()), np.int64, n)
     ib = np.fromiter(map(cb.setdefault, b, itertools.count()), np.int64, n)
@@ -297,15 +301,16 @@ def py_round(x: np.ndarray, nd: int) -> list[float]:
     return res
 
 
-def rescore_as_of(rec: Mapping[str, Any], coverage: StoryCoverage, end_ms: int,
-                  config: ScoreConfig = DEFAULT_SCORE_CONFIG) -> Mapping[str, Any]:
+def rescore_as_of(rec: DigestEntry, coverage: CoverageAsOf, end_ms: int,
+                  config: ScoreConfig = DEFAULT_SCORE_CONFIG) -> DigestEntry:
     """The record with its importance recomputed from its story as of ``end_ms`` (distinct
     publishers and tiers by then, the feed's reliability by then); unchanged when the record
     carries no components. The new components replace the old in the returned copy."""
-    pubs, tiers = coverage.as_of(rec.get("story_id"), end_ms)
-    imp = rescore(rec, publishers=len(pubs), tiers=len(tiers),
-                  reliability=coverage.reliability_of(rec.get("feed_id"), end_ms), config=config)
-    if imp is None:
+    comps = rec.importance_components
+    if not isinstance(comps, dict) or not all(c in comps for c in COMPONENTS):
         return rec
-    return {**rec, "importance": imp.score, "importance_components": dict(imp.components),
-            "story_publishers": pubs or rec.get("story_publishers"), "story_tiers": tiers or rec.get("story_tiers")}
+    pubs, tiers = coverage.as_of(rec.story_id, end_ms)
+    imp = rescore_components(comps, rec.tier, rec.story_counts, publishers=len(pubs), tiers=len(tiers),
+                             reliability=coverage.reliability_of(rec.feed_id, end_ms), config=config)
+    return replace(rec, importance=imp.score, importance_components=dict(imp.components),
+                   story_publishers=pubs or rec.story_publishers, story_tiers=tiers or rec.story_tiers)

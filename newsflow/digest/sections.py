@@ -5,11 +5,12 @@ lead, order), why a section is empty, and the topic index the next window's tren
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from newsflow.core.timeutil import ms_to_iso
 from newsflow.digest.config import DigestConfig
+from newsflow.digest.entries import DigestEntry
 from newsflow.digest.labels import (
     extractive_summary,
     key_stems,
@@ -57,7 +58,7 @@ def shown_cap(limits: SectionLimits) -> int:
     return max(limits.top, limits.noteworthy, limits.also) + 1  # +1: the T5 re-rank
 
 
-def _tier_rank(t: Any) -> int:
+def _tier_rank(t: str | None) -> int:
     return TIER_RANK.get(t, 6)
 
 
@@ -72,20 +73,20 @@ def topic_item(
     others = [i for i in c.members if i != c.lead]
     # the members' scores, tiers, ids, publishers from the columns (a topic may hold thousands)
     sc, bs = sel.scores, sel.base
-    others.sort(key=lambda i: (-sc[i], _tier_rank(bs[i].get("tier")), bs[i]["article_id"]))
+    others.sort(key=lambda i: (-sc[i], _tier_rank(bs[i].tier), bs[i].article_id))
     pubs: dict[str, int] = {}
     for i in others:
         r = bs[i]
-        p = str(r.get("publisher") or r.get("feed_id") or "")
+        p = str(r.publisher or r.feed_id or "")
         if p:
-            pubs[p] = min(pubs.get(p, 9), _tier_rank(r.get("tier")))
+            pubs[p] = min(pubs.get(p, 9), _tier_rank(r.tier))
     extra = c.copies
     for p, tier in extra:
         if p:
             pubs[p] = min(pubs.get(p, 9), _tier_rank(tier))
     related_sources = [p for p, _ in sorted(pubs.items(), key=lambda kv: (kv[1], kv[0]))]
     c.terms = key_stems(c, sel)
-    summary = extractive_summary(lead, c.terms, wr)
+    summary = extractive_summary(lead.title or "", lead.body_z, c.terms, wr)
     return {
         "label": label,
         "trend": None,  # (apply_trends)
@@ -99,15 +100,15 @@ def topic_item(
         "related_sources": related_sources,
         "related": [
             {
-                "article_id": sel[i]["article_id"],
-                "title": sel[i].get("title") or "",
-                "publisher": str(sel[i].get("publisher") or sel[i].get("feed_id") or ""),
-                "url": clean_link(sel[i].get("url")),
+                "article_id": sel[i].article_id,
+                "title": sel[i].title or "",
+                "publisher": str(sel[i].publisher or sel[i].feed_id or ""),
+                "url": clean_link(sel[i].url),
                 "score": importance_of(sel[i]),
             }
             for i in others[: config.related_max]
         ],
-        "article_ids": [lead["article_id"], *(sel[i]["article_id"] for i in others)][
+        "article_ids": [lead.article_id, *(sel[i].article_id for i in others)][
             : config.article_ids_max
         ],
         "story_ids": c.stories[:20],
@@ -116,26 +117,26 @@ def topic_item(
     }
 
 
-def _lead(r: Mapping[str, Any]) -> dict[str, Any]:
+def _lead(r: DigestEntry) -> dict[str, Any]:
     return {
-        "article_id": r["article_id"],
-        "title": r.get("title") or "",
-        "url": clean_link(r.get("url")),
-        "publisher": str(r.get("publisher") or r.get("feed_id") or "unknown"),
-        "feed_id": str(r.get("feed_id") or ""),
-        "tier": r.get("tier"),
+        "article_id": r.article_id,
+        "title": r.title or "",
+        "url": clean_link(r.url),
+        "publisher": str(r.publisher or r.feed_id or "unknown"),
+        "feed_id": str(r.feed_id or ""),
+        "tier": r.tier,
         "published_at": ms_to_iso(article_time_ms(r, "published")),
         "score": importance_of(r),
     }
 
 
-def ensure_attribution(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+def ensure_attribution(c: Cluster, sel: Sequence[DigestEntry]) -> tuple[int, int]:
     """Self-check: the lead needs a source name and URL; else re-rank to the best-ranked
     member that has both. Returns (re-ranked, still missing)."""
 
     def ok(i: int) -> bool:
         r = sel[i]
-        return bool(r.get("url")) and bool(r.get("publisher") or r.get("feed_id"))
+        return bool(r.url) and bool(r.publisher or r.feed_id)
 
     if ok(c.lead):
         return 0, 0
@@ -148,7 +149,7 @@ def ensure_attribution(c: Cluster, sel: Sequence[Mapping[str, Any]]) -> tuple[in
 
 def check_t5_top(
     sections: dict[str, list[Cluster]],
-    sel: Sequence[Mapping[str, Any]],
+    sel: Sequence[DigestEntry],
     checks: list[dict[str, Any]],
 ) -> None:
     """Self-check: if the highest-scoring article is from a T5 source, review its
@@ -160,16 +161,16 @@ def check_t5_top(
             continue
         first = items[0]
         lead = sel[first.lead]
-        if lead.get("tier") != "T5":
+        if lead.tier != "T5":
             checks.append({"check": "t5_top", "ok": True, "action": None})
             return
-        tiers = {sel[i].get("tier") for i in first.members} | set(lead.get("story_tiers") or ())
+        tiers = {sel[i].tier for i in first.members} | set(lead.story_tiers or ())
         if tiers & {"T1", "T2", "T3", "T4"}:
             checks.append(
                 {"check": "t5_top", "ok": True, "action": "T5 lead corroborated by T1-T4"}
             )
             return
-        j = next((k for k, c in enumerate(items) if sel[c.lead].get("tier") != "T5"), None)
+        j = next((k for k, c in enumerate(items) if sel[c.lead].tier != "T5"), None)
         if j is None:
             checks.append({"check": "t5_top", "ok": False, "action": "only T5 sources"})
             return
@@ -198,7 +199,7 @@ def _index_order(clusters: Sequence[Cluster]) -> list[Cluster]:
 
 def topic_index(
     clusters: Sequence[Cluster],
-    sel: Sequence[Mapping[str, Any]],
+    sel: Sequence[DigestEntry],
     config: DigestConfig,
 ) -> list[dict[str, Any]]:
     """Compact description of the window's multi-article topics, for the next window's trend

@@ -4,15 +4,14 @@ columns; the duplicates it removed; the stories' duplicate copies from other out
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from operator import itemgetter, methodcaller
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
-from newsflow.core.timeutil import iso_to_ms
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
+from newsflow.digest.entries import DigestEntry
 from newsflow.digest.schedule import (
     DigestWindow,
 )
@@ -24,59 +23,88 @@ from newsflow.scoring.importance import (
 DUPLICATE_DISPOSITIONS = frozenset({Disposition.EXACT_DUPLICATE, Disposition.NEAR_DUPLICATE})
 
 
-def article_time_ms(rec: Mapping[str, Any], basis: str = "published") -> int:
-    key = "fetched" if basis == "fetched" else "published"
-    ms = rec.get(f"{key}_ms")
-    if isinstance(ms, int):
-        return ms
-    return iso_to_ms(rec[f"{key}_at"])
+def entry_time_ms(rec: DigestEntry, basis: str = "published") -> int | None:
+    """The entry's event time on ``basis`` (``fetched`` or ``published``), None: it has none."""
+    return rec.fetched_ms if basis == "fetched" else rec.published_ms
 
 
-def record_key(rec: Mapping[str, Any]) -> tuple[str, int, str, str]:
-    return (
-        str(rec.get("article_id") or ""),
-        int(rec.get("revision_no") or 0),
-        str(rec.get("key") or ""),
-        str(rec.get("seq") or ""),
-    )
+def article_time_ms(rec: DigestEntry, basis: str = "published") -> int:
+    """:func:`entry_time_ms` of an entry that has one."""
+    ms = entry_time_ms(rec, basis)
+    if ms is None:
+        msg = f"article {rec.article_id!r} has no {basis} time"
+        raise ValueError(msg)
+    return ms
 
 
-def importance_of(rec: Mapping[str, Any]) -> float:
-    v = rec.get("importance")
+def record_key(rec: DigestEntry) -> tuple[str, int, str]:
+    """Which of an article's entries is its latest (revisions, re-emits)."""
+    return str(rec.article_id or ""), int(rec.revision_no or 0), str(rec.key or "")
+
+
+def importance_of(rec: DigestEntry) -> float:
+    v = rec.importance
     if type(v) is float:
         return v
     return float(v) if isinstance(v, int | float) else 0.0
 
 
 #: what the digest shows of an article: taken from the ``preferred`` URL-duplicate copy
-_SHOWN_FIELDS = ("title", "body_text", "url", "word_count", "_bz", "_th", "_tc")
+_SHOWN_FIELDS = ("title", "url", "word_count", "body_z", "term_hashes", "term_counts")
 
 
-def _preferred_copies(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+def _preferred_copies(records: Iterable[DigestEntry]) -> dict[str, DigestEntry]:
     """article id -> its URL-duplicate copy flagged ``preferred`` (more content; the one with
     the most words when several were)."""
-    best: dict[str, Mapping[str, Any]] = {}
+    best: dict[str, DigestEntry] = {}
     for r in records:
-        if r.get("disposition") == Disposition.EXACT_DUPLICATE:
+        if r.disposition == Disposition.EXACT_DUPLICATE:
             _prefer(best, r)
     return best
 
 
-def _prefer(best: dict[str, Mapping[str, Any]], r: Mapping[str, Any]) -> None:
+def _prefer(best: dict[str, DigestEntry], r: DigestEntry) -> None:
     """:func:`_preferred_copies` for one ``exact_duplicate`` record."""
-    if not r.get("preferred"):
+    if not r.preferred:
         return
-    root = r.get("duplicate_of")
+    root = r.duplicate_of
     if not root:
         return
     cur = best.get(root)
-    k = (int(r.get("word_count") or 0), str(r.get("key") or ""))
-    if cur is None or k > (int(cur.get("word_count") or 0), str(cur.get("key") or "")):
+    k = (int(r.word_count or 0), str(r.key or ""))
+    if cur is None or k > (int(cur.word_count or 0), str(cur.key or "")):
         best[root] = r
 
 
-#: what assembly reads of every article, as columns (:class:`WindowRecords`)
-_COLUMNS = ("importance_components", "story_id", "_sc", "feed_id", "tier", "_th", "_tc")
+#: what assembly reads of every article, as columns (:class:`EntryColumns`)
+_COLUMNS = ("importance_components", "story_id", "story_counts", "feed_id", "tier", "term_hashes", "term_counts")
+
+
+@dataclass(slots=True)
+class EntryColumns:
+    """The fields assembly reads of every article of a window (:data:`_COLUMNS`), one list
+    each, one value per article."""
+
+    importance_components: list[dict[str, float] | None]
+    story_id: list[str | None]
+    story_counts: list[tuple[int, int]]
+    feed_id: list[str | None]
+    tier: list[str | None]
+    term_hashes: list[bytes]
+    term_counts: list[bytes]
+
+    @classmethod
+    def of(cls, arts: Sequence[DigestEntry]) -> EntryColumns:
+        return cls(*(list(map(attrgetter(k), arts)) for k in _COLUMNS))
+
+    def take(self, idx: list[int]) -> EntryColumns:
+        """The articles ``idx`` (in that order)."""
+        return EntryColumns(*(list(map(getattr(self, k).__getitem__, idx)) for k in _COLUMNS))
+
+    def set_row(self, j: int, e: DigestEntry) -> None:
+        """Article ``j``'s values are now ``e``'s."""
+        for k in _COLUMNS:
+            getattr(self, k)[j] = getattr(e, k)
 
 
 @dataclass(slots=True)
@@ -85,49 +113,43 @@ class WindowRecords:
     with its ``preferred`` URL duplicate's fields), sorted by id, with the columns assembly
     reads of every one of them; the distinct duplicate keys; the stories' duplicate copies."""
 
-    arts: list[Mapping[str, Any]]
+    arts: list[DigestEntry]
     aids: list[str]  # article ids
-    cols: dict[str, list[Any]]  # field (_COLUMNS) -> values, one per article (None: missing)
+    cols: EntryColumns
     duplicates: int
-    copies: dict[str, list[tuple[str, Any]]]  # :func:`story_copies`
+    copies: dict[str, list[tuple[str, str | None]]]  # :func:`story_copies`
 
     def take(self, idx: list[int]) -> WindowRecords:
         """The articles ``idx`` (in that order)."""
-        g = idx.__iter__
-        return WindowRecords(list(map(self.arts.__getitem__, g())), list(map(self.aids.__getitem__, g())),
-                              {k: list(map(v.__getitem__, g())) for k, v in self.cols.items()},
-                              self.duplicates, self.copies)
+        return WindowRecords(list(map(self.arts.__getitem__, idx)), list(map(self.aids.__getitem__, idx)),
+                             self.cols.take(idx), self.duplicates, self.copies)
 
 
 def window_records(
-    records: Sequence[Mapping[str, Any]], window: DigestWindow, config: DigestConfig
+    records: Sequence[DigestEntry], window: DigestWindow, config: DigestConfig
 ) -> WindowRecords:
     """What :func:`select_records` (before its ``adjust`` and importance cut) and
-    :func:`story_copies` read of the records. Digest entries (the flow's) are read field by
-    field for all records at once (:func:`_window_columns`); other records one by one."""
+    :func:`story_copies` read of the entries: field by field for all of them at once
+    (:func:`_window_columns`), or one by one when that cannot be."""
     fast = _window_columns(records, window, config)
     if fast is not None:
         return fast
     w = _window_pass(records, window, config, range(len(records)), scored_too=True)
-    cols = {k: list(map(methodcaller("get", k), w.arts)) for k in _COLUMNS}
-    return WindowRecords(w.arts, w.aids, cols, w.duplicates, w.copies)
+    return WindowRecords(w.arts, w.aids, EntryColumns.of(w.arts), w.duplicates, w.copies)
 
 
-_ENTRY_FIELDS = {b: itemgetter("disposition", f"{b}_ms", "article_id", *_COLUMNS) for b in ("published", "fetched")}
+_ENTRY_FIELDS = {b: attrgetter("disposition", f"{b}_ms", "article_id", *_COLUMNS) for b in ("published", "fetched")}
 
 
 def _window_columns(
-    records: Sequence[Mapping[str, Any]], window: DigestWindow, config: DigestConfig
+    records: Sequence[DigestEntry], window: DigestWindow, config: DigestConfig
 ) -> WindowRecords | None:
-    """:func:`window_records` when every record has every field read (digest entries): one
-    pass picks them all; the scored articles are then chosen on columns (times and ids checked
-    for type, collisions of ids resolved one by one), duplicates go through
-    :func:`_window_pass`. None when a record lacks a field or a time is not an int."""
+    """:func:`window_records` on columns: one pass picks every field read; the scored articles
+    are then chosen on columns (times and ids checked for type, collisions of ids resolved one
+    by one), duplicates go through :func:`_window_pass`. None when a scored entry has no time
+    or an id is not a non-empty string."""
     basis = "fetched" if config.time_basis == "fetched" else "published"
-    try:
-        rows = list(map(_ENTRY_FIELDS[basis], records))
-    except (KeyError, TypeError):
-        return None
+    rows = list(map(_ENTRY_FIELDS[basis], records))
     n = len(rows)
     if n == 0:
         return None
@@ -138,7 +160,7 @@ def _window_columns(
     si = np.flatnonzero(scored)
     ms_s = ms if len(si) == n else [ms[i] for i in si.tolist()]
     if set(map(type, ms_s)) - {int}:
-        return None  # a time to parse: one by one
+        return None  # an entry without a time: one by one
     try:
         t = np.array(ms_s, dtype=np.int64)
     except OverflowError:
@@ -162,64 +184,61 @@ def _window_columns(
     arts = list(map(records.__getitem__, idx))
     # the other fields of the chosen rows, in id order, as columns
     picked = list(zip(*map(rows.__getitem__, idx), strict=True))[3:] or [()] * len(_COLUMNS)
-    out = {k: list(v) for k, v in zip(_COLUMNS, picked, strict=True)}
+    out = EntryColumns(*map(list, picked))
     if w.preferred:
         for j, a_ in enumerate(aids):
             p = w.preferred.get(a_)
             if p is not None:
                 arts[j] = r = _shown(arts[j], p)
-                for k in _COLUMNS:
-                    out[k][j] = r.get(k)
+                out.set_row(j, r)
     return WindowRecords(arts, aids, out, w.duplicates, w.copies)
 
 
-def _in_window(r: Mapping[str, Any], basis: str, start: int, end: int) -> bool:
+def _in_window(r: DigestEntry, basis: str, start: int, end: int) -> bool:
     """Whether the record's time (``basis``) is in ``[start, end)``; a record without one is not."""
-    try:
-        t = article_time_ms(r, basis)
-    except (KeyError, TypeError, ValueError):
-        return False
-    return start <= t < end
+    t = entry_time_ms(r, basis)
+    return t is not None and start <= t < end
 
 
-def _shown(r: Mapping[str, Any], p: Mapping[str, Any]) -> dict[str, Any]:
+def _shown(r: DigestEntry, p: DigestEntry) -> DigestEntry:
     """The article ``r`` shown with its preferred URL duplicate ``p``'s title, text and link."""
-    return {**r, **{f: p.get(f) for f in _SHOWN_FIELDS if p.get(f) is not None}}
+    shown = {f: v for f in _SHOWN_FIELDS if (v := getattr(p, f)) is not None}
+    return replace(r, **shown)
 
 
 @dataclass(slots=True)
 class _Pass:
-    arts: list[Mapping[str, Any]]
+    arts: list[DigestEntry]
     aids: list[str]
     duplicates: int
-    copies: dict[str, list[tuple[str, Any]]]
-    preferred: dict[str, Mapping[str, Any]]
+    copies: dict[str, list[tuple[str, str | None]]]
+    preferred: dict[str, DigestEntry]
 
 
 def _window_pass(
-    records: Sequence[Mapping[str, Any]], window: DigestWindow, config: DigestConfig,
+    records: Sequence[DigestEntry], window: DigestWindow, config: DigestConfig,
     which: Iterable[int], *, scored_too: bool,
 ) -> _Pass:
     """The records ``which`` one by one, in order: the window's scored articles (with
     ``scored_too``; latest revision per id, sorted by id, preferred copies applied), the
     distinct duplicate keys, the stories' copies and the preferred URL duplicates."""
-    preferred: dict[str, Mapping[str, Any]] = {}
-    latest: dict[str, Mapping[str, Any]] = {}
+    preferred: dict[str, DigestEntry] = {}
+    latest: dict[str, DigestEntry] = {}
     dup_keys: set[str] = set()
-    copies: dict[str, list[tuple[str, Any]]] = {}
+    copies: dict[str, list[tuple[str, str | None]]] = {}
     copy_seen: set[str] = set()
     start, end = window.start_ms, window.end_ms
     basis = config.time_basis
     scored = SCORED_DISPOSITIONS
     for i in which:
         r = records[i]
-        disp = r.get("disposition")
+        disp = r.disposition
         if disp in scored:
             if not scored_too:
                 continue
             if not _in_window(r, basis, start, end):
                 continue
-            aid = r.get("article_id")
+            aid = r.article_id
             if not aid:
                 continue
             if type(aid) is not str:
@@ -234,14 +253,14 @@ def _window_pass(
             continue
         if not _in_window(r, basis, start, end):
             continue
-        dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
-        sid = r.get("story_id")
+        dup_keys.add(str(r.key or r.article_id or ""))
+        sid = r.story_id
         if sid:  # the story's copies: one per distinct article
-            key = str(r.get("article_id") or r.get("key") or "")
+            key = str(r.article_id or r.key or "")
             if key not in copy_seen:
                 copy_seen.add(key)
-                pub = str(r.get("publisher") or r.get("feed_id") or "")
-                copies.setdefault(str(sid), []).append((pub, r.get("tier")))
+                pub = str(r.publisher or r.feed_id or "")
+                copies.setdefault(str(sid), []).append((pub, r.tier))
     aids = sorted(latest)
     arts = list(map(latest.__getitem__, aids))
     if preferred:
@@ -253,11 +272,11 @@ def _window_pass(
 
 
 def select_records(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[DigestEntry],
     window: DigestWindow,
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
-    adjust: Any = None,
-) -> tuple[list[Mapping[str, Any]], int, int]:
+    adjust: Callable[[DigestEntry], DigestEntry] | None = None,
+) -> tuple[list[DigestEntry], int, int]:
     """(articles >= min importance, sorted by id; article count; duplicates removed).
 
     One record per ``article_id`` (its latest revision); re-emitted keys count once;
@@ -274,10 +293,10 @@ def select_records(
 
 
 def story_copies(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[DigestEntry],
     window: DigestWindow,
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
-) -> dict[str, list[tuple[str, Any]]]:
+) -> dict[str, list[tuple[str, str | None]]]:
     """story id -> (publisher, tier) of the window's duplicate copies (exact and near), so a
     digest item can credit every outlet that carried the story, not only the scored ones.
     One entry per distinct article: a copy's later versions (``#rN``) are the same article."""

@@ -7,18 +7,19 @@ import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
 
-from newsflow.digest.coverage import StoryCoverage
+from newsflow.digest.coverage import CoverageAsOf
+from newsflow.digest.entries import DigestEntry
 from newsflow.digest.rescore import Selected, py_round
 from newsflow.scoring.importance import (
     TIER_RANK,
     ScoreConfig,
     corroboration_score,
-    rescore,
+    rescore_components,
 )
 
 
@@ -35,7 +36,7 @@ class Cluster:
     ranked: list[int] = field(default_factory=list)  # lead candidates, best first
     #: the stories' duplicate copies from other publishers than the lead's: (publisher, tier),
     #: one per distinct article
-    copies: list[tuple[str, Any]] = field(default_factory=list)
+    copies: list[tuple[str, str | None]] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -100,7 +101,7 @@ def build_clusters(
     # lead: closest to the centroid, then importance, then tier, then id (``sel`` is sorted by
     # id: the index is the id's rank); one stable lexsort for all clusters
     near = np.array(py_round(sims, 9))
-    tiers = np.fromiter(map(TIER_RANK.get, sel.cols["tier"], itertools.repeat(6)), np.int64, n)
+    tiers = np.fromiter(map(TIER_RANK.get, sel.cols.tier, itertools.repeat(6)), np.int64, n)
     order = np.lexsort((np.arange(n), tiers, -scores, -near, cid))
     bounds = np.searchsorted(cid[order], np.arange(m + 1))
     order_l, bounds_l = order.tolist(), bounds.tolist()
@@ -108,7 +109,7 @@ def build_clusters(
     by_id = np.argsort(cid, kind="stable")
     by_id_l = by_id.tolist()
     cmax = _cluster_max(scores, score_l, bounds_l, by_id_l)
-    stories = _cluster_stories(sel.cols["story_id"], cid, m)
+    stories = _cluster_stories(sel.cols.story_id, cid, m)
     aids = sel.aids
     out = []
     for c in range(m):
@@ -130,7 +131,7 @@ def build_clusters(
     return out
 
 
-def topic_corroboration(clusters: list[Cluster], sel: Selected, coverage: StoryCoverage, end_ms: int,
+def topic_corroboration(clusters: list[Cluster], sel: Selected, coverage: CoverageAsOf, end_ms: int,
                          cfg: ScoreConfig) -> None:
     """A topic that joins several stories (DBSCAN over story centroids) is corroborated by all
     of their publishers: its score is its best member's re-scored with the topic's distinct
@@ -152,9 +153,11 @@ def topic_corroboration(clusters: list[Cluster], sel: Selected, coverage: StoryC
             if beaten[id(cov)]:
                 continue
             rec = sel.base[i]
-            imp = rescore(rec, publishers=len(pubs), tiers=len(tiers),
-                          reliability=coverage.reliability_of(rec.get("feed_id"), end_ms), config=cfg)
-            if imp is not None and imp.score > best:
+            comps = rec.importance_components
+            assert comps is not None  # (a re-scored article: every component)
+            imp = rescore_components(comps, rec.tier, rec.story_counts, publishers=len(pubs), tiers=len(tiers),
+                                     reliability=coverage.reliability_of(rec.feed_id, end_ms), config=cfg)
+            if imp.score > best:
                 best = imp.score
         c.score = round(best, 2)
 
@@ -178,13 +181,14 @@ def _cluster_max(
     return [float(max([score_l[i] for i in by_id[bounds[c]:bounds[c + 1]]])) for c in range(m)]
 
 
-def _cluster_stories(sids: Sequence[Any], cid: np.ndarray, m: int) -> list[list[str]]:
+def _cluster_stories(sids: Sequence[str | None], cid: np.ndarray, m: int) -> list[list[str]]:
     """Per cluster, the sorted distinct story ids (as strings) of its members."""
     out: list[list[str]] = [[] for _ in range(m)]
     if set(map(type, sids)) == {str} and all(sids):  # the usual case: every article has a story
-        names = sorted(set(sids))
+        every = cast(Sequence[str], sids)
+        names = sorted(set(every))
         code = {k: j for j, k in enumerate(names)}  # codes in string order
-        codes = np.fromiter(map(code.__getitem__, sids), np.int64, len(sids))
+        codes = np.fromiter(map(code.__getitem__, every), np.int64, len(every))
         ccid = cid
     else:
         has = [i for i, x in enumerate(sids) if x]
@@ -202,10 +206,10 @@ def _cluster_stories(sids: Sequence[Any], cid: np.ndarray, m: int) -> list[list[
 
 
 def cluster_copies(
-    c: Cluster, sel: Sequence[Mapping[str, Any]], copies: Mapping[str, Sequence[tuple[str, Any]]]
-) -> list[tuple[str, Any]]:
+    c: Cluster, sel: Sequence[DigestEntry], copies: Mapping[str, Sequence[tuple[str, str | None]]]
+) -> list[tuple[str, str | None]]:
     # the stories' duplicate copies (syndication, near-duplicates) are related coverage too
     # (copies from the lead's own publisher add no coverage: left out)
     lead = sel[c.lead]
-    lead_pub = str(lead.get("publisher") or lead.get("feed_id") or "")
+    lead_pub = str(lead.publisher or lead.feed_id or "")
     return [pt for sid in c.stories for pt in copies.get(sid, ()) if pt[0] != lead_pub]

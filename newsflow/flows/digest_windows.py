@@ -45,7 +45,7 @@ from newsflow.config import Settings
 from newsflow.core.pickling import fast_pickle
 from newsflow.core.timeutil import HOUR_MS
 from newsflow.digest.coverage import StoryCoverage
-from newsflow.digest.entries import digest_entries
+from newsflow.digest.entries import DigestEntry, digest_entries
 from newsflow.digest.health import report_view
 from newsflow.digest.schedule import DigestSchedule, DigestWindow
 from newsflow.digest.trends import DigestDraft
@@ -73,14 +73,14 @@ class CoverageAt:
     stories: Mapping[str, tuple[list[str], list[str]]]
     feeds: Mapping[str, float | None]
 
-    def as_of(self, story_id: Any, end_ms: int) -> tuple[list[str], list[str]]:
+    def as_of(self, story_id: str | None, end_ms: int) -> tuple[list[str], list[str]]:
         if not story_id:
             return [], []
         assert end_ms == self.end_ms
         pubs, tiers = self.stories[story_id]
         return list(pubs), list(tiers)
 
-    def reliability_of(self, feed_id: Any, end_ms: int) -> float | None:
+    def reliability_of(self, feed_id: str | None, end_ms: int) -> float | None:
         assert end_ms == self.end_ms
         return self.feeds[feed_id] if feed_id else None
 
@@ -89,7 +89,7 @@ class CoverageAt:
 class WindowEntry:
     """An article's digest entry for one window."""
 
-    entry: JsonRecord
+    entry: DigestEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,11 +170,6 @@ class SlimEntry:
     #: the entry's time on the digests' basis (None: it has none)
     at_ms: int | None
     exact: bool
-
-
-def entry_time(e: Mapping[str, Any], basis: str) -> int | None:
-    t = e.get("fetched_ms" if basis == "fetched" else "published_ms")
-    return t if isinstance(t, int) else None
 
 
 def window_reads(w: DigestWindow, at_ms: int | None, exact: bool) -> bool:

@@ -27,6 +27,7 @@ from newsflow.model.records import Article, DedupInfo
 
 if TYPE_CHECKING:
     from newsflow.dedup.stories import StoryFeatures
+    from newsflow.digest.entries import DigestEntry
 
 #: a topic record as JSON-ready fields (built only in ``newsflow.wire``)
 JsonRecord = dict[str, Any]
@@ -152,7 +153,7 @@ class ScoredArticle:
     steps, with its compact digest ``entry`` (``newsflow.digest.entries``) built once."""
 
     record: JsonRecord
-    entry: JsonRecord | None = None
+    entry: DigestEntry | None = None
     #: the body without its feed document's boilerplate (``Article.story_text``) when it had
     #: some: what the digest entry reads (its TF-IDF terms and summary), never emitted
     story_text: str | None = None

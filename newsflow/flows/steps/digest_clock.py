@@ -125,7 +125,7 @@ class DigestClockLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
             # drafted here (most hourly windows of a few feeds: no key, no entries to wait for)
             sched, cfg, score_cfg = self.configs
             d = draft_digest([], w, schedule=sched, feed_health=close.feed_health, config=cfg, final=final,
-                             coverage=CoverageAt(w.end_ms, {}, {}), score_config=score_cfg,  # type: ignore[arg-type]
+                             coverage=CoverageAt(w.end_ms, {}, {}), score_config=score_cfg,
                              as_of_ms=close.as_of_ms)
             return [order, (self.tkeys[w.digest_type], WindowDraft(w, final, d, {} if self.live_relevance else None))]
         out: list[tuple[str, Any]] = [(window_key(w), close), order]

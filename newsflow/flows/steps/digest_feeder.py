@@ -15,6 +15,7 @@ from newsflow.core.snapshot import Snapshot, make_snapshot, restore
 from newsflow.core.timeutil import HOUR_MS
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.schedule import DigestWindow
+from newsflow.digest.selection import entry_time_ms
 from newsflow.flows import metrics
 from newsflow.flows.digest_windows import (
     STEP_FEEDER,
@@ -22,7 +23,6 @@ from newsflow.flows.digest_windows import (
     SlimEntry,
     WindowEntry,
     WindowSeal,
-    entry_time,
     window_reads,
     windows_touching_hour,
 )
@@ -67,10 +67,11 @@ class FeederLogic(StatefulLogic[Any, tuple[str, Any], Snapshot]):
         if isinstance(msg, ScoredArticle):
             e = msg.entry
             assert e is not None
-            fetched = e["fetched_ms"]
+            fetched = e.fetched_ms
+            assert fetched is not None  # (an articles record's fetch time is required)
             h = fetched // HOUR_MS
-            slim = SlimEntry(e["article_id"], e.get("story_id"), e.get("feed_id"), entry_time(e, self.basis),
-                         e.get("disposition") == Disposition.EXACT_DUPLICATE)
+            slim = SlimEntry(e.article_id, e.story_id, e.feed_id, entry_time_ms(e, self.basis),
+                             e.disposition == Disposition.EXACT_DUPLICATE)
             out: list[tuple[str, Any]] = []
             shared = None
             late: set[str] = set()

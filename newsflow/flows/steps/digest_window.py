@@ -14,6 +14,7 @@ from newsflow.config import Settings
 from newsflow.core.pickling import Shared
 from newsflow.core.snapshot import Snapshot, frozen, make_snapshot, restore, thaw
 from newsflow.digest.assemble import draft_digest
+from newsflow.digest.entries import DigestEntry, with_relevance
 from newsflow.flows.digest_windows import (
     STEP_WINDOW,
     CoverageAt,
@@ -24,16 +25,12 @@ from newsflow.flows.digest_windows import (
     WindowSeal,
     WindowSkip,
 )
-from newsflow.model.messages import (
-    JsonRecord,
-)
-from newsflow.profiles.rank import with_relevance
 from newsflow.profiles.vectors import interest_profile
 
 
 @dataclass(slots=True)
 class _WindowState:
-    entries: dict[str, list[JsonRecord]] = field(default_factory=dict)
+    entries: dict[str, list[DigestEntry]] = field(default_factory=dict)
     seals: dict[str, WindowSeal] = field(default_factory=dict)
     end: WindowClose | WindowSkip | None = None
     #: how many entries of each id the seals name, and how many of those have not arrived
@@ -68,14 +65,14 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
         #: entries was pickled and compressed whole every epoch: 0.5 s); the entries of each
         #: chunk (the same dicts), and the arrivals since the last snapshot
         self.chunks: list[bytes] = st.get("entry_chunks", [])
-        self.chunk_entries: list[list[JsonRecord]] = []
-        self.fresh: list[JsonRecord] = []
+        self.chunk_entries: list[list[DigestEntry]] = []
+        self.fresh: list[DigestEntry] = []
         if self.chunks:
             for chunk in self.chunks:
                 got = thaw(chunk)
                 self.chunk_entries.append(got)
                 for e in got:
-                    self.st.entries.setdefault(e["article_id"], []).append(e)
+                    self.st.entries.setdefault(e.article_id, []).append(e)
         elif self.st.entries and recovery:  # a snapshot of before the chunks: its entries in one
             self.chunk_entries = [[e for got in self.st.entries.values() for e in got]]
             self.chunks = [frozen(self.chunk_entries[0])]
@@ -85,7 +82,7 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
         if isinstance(value, Shared):
             value = value.obj
         if isinstance(value, WindowEntry):
-            aid = value.entry["article_id"]
+            aid = value.entry.article_id
             got = st.entries.setdefault(aid, [])
             got.append(value.entry)
             if self.recovery:
@@ -118,16 +115,16 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
         for pc in st.profile_closes:
             st.due.discard(pc.at.profile)
             ip = interest_profile(dict(pc.at.weights))
-            out.append(self._draft(end, [dict(with_relevance(r, ip)) for r in recs], coverage, pc))
+            out.append(self._draft(end, [with_relevance(r, ip) for r in recs], coverage, pc))
         st.profile_closes = []
         return out, StatefulLogic.RETAIN if st.due else StatefulLogic.DISCARD
 
-    def _records(self, c: WindowClose) -> tuple[list[JsonRecord], CoverageAt]:
+    def _records(self, c: WindowClose) -> tuple[list[DigestEntry], CoverageAt]:
         """The window's entries in the seals' order (each story followed through its merges
         before the end) and their coverage as of the end."""
         st = self.st
         taken: dict[str, int] = {}
-        recs: list[JsonRecord] = []
+        recs: list[DigestEntry] = []
         stories: dict[str, tuple[list[str], list[str]]] = {}
         feeds: dict[str, float | None] = {}
         for k in c.sealers:
@@ -138,19 +135,19 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
                 i = taken.get(aid, 0)
                 taken[aid] = i + 1
                 r = st.entries[aid][i]
-                sid = r.get("story_id")
+                sid = r.story_id
                 to = seal.aliases.get(sid) if sid else None
-                recs.append(r if to is None else {**r, "story_id": to})
+                recs.append(r if to is None else replace(r, story_id=to))
         return recs, CoverageAt(c.window.end_ms, stories, feeds)
 
-    def _draft(self, c: WindowClose, recs: list[JsonRecord], coverage: CoverageAt,
+    def _draft(self, c: WindowClose, recs: list[DigestEntry], coverage: CoverageAt,
                pc: ProfileClose | None = None) -> tuple[str, WindowDraft]:
         final, as_of = (c.final, c.as_of_ms) if pc is None else (pc.final, pc.as_of_ms)
         d = draft_digest(recs, c.window, schedule=self.schedule, feed_health=c.feed_health,
-                         config=self.config, final=final, coverage=coverage,  # type: ignore[arg-type]
+                         config=self.config, final=final, coverage=coverage,
                          score_config=self.score_config, as_of_ms=as_of)
-        rel = {r["article_id"]: r["importance_components"]["relevance"] for r in recs
-               if isinstance(r.get("importance_components"), dict)} if self.live_relevance or pc else None
+        rel = {r.article_id: comps["relevance"] for r in recs
+               if (comps := r.importance_components) is not None} if self.live_relevance or pc else None
         return self.tkeys[c.window.digest_type], WindowDraft(c.window, final, d, rel, pc.at if pc else None)
 
     def snapshot(self) -> Snapshot:
