@@ -49,7 +49,7 @@ from newsflow.model.messages import (
 )
 from newsflow.model.records import Article
 from newsflow.samples.demo import demo_payloads
-from newsflow.wire.codec import encode_raw
+from newsflow.wire.codec import encode_raw, story_record
 from newsflow.wire.contracts import validate
 
 SETTINGS = Settings(dedup=DedupSettings(shards=2), stories=StorySettings(shards=1))
@@ -163,10 +163,10 @@ def test_stories_logic_releases_only_when_every_dedup_shard_ticked() -> None:
     updates = [m for m in released if isinstance(m, StoryUpdate)]
     assert len(scored) == len(items) and released[-1] == ShardWatermark(wm)
     # one stories record per story touched by the released batch, after its articles
-    assert sorted(u.record["story_id"] for u in updates) == sorted({m.record["story_id"] for m in scored})
+    assert sorted(u.story.story_id for u in updates) == sorted({m.record["story_id"] for m in scored})
     assert len(scored) + len(updates) + 1 == len(released)
     for u in updates:
-        validate("stories", orjson.dumps(u.record))
+        validate("stories", orjson.dumps(story_record(u.story)))
     # and through Bytewax: the same records, in the same order
     both = run_step(STEP_STORIES, lambda r: StoriesLogic(SETTINGS, r, False),
                     [*items, ("st00", tick), ("st00", tick2)])
@@ -355,7 +355,7 @@ def test_a_story_carried_by_one_organisations_feeds_has_one_publisher() -> None:
     assert len(recs) == 3 and len({r["story_id"] for r in recs}) == 1, [r["disposition"] for r in recs]
     assert [r["story_publishers"] for r in recs] == [1, 2, 2]
     assert recs[2]["importance_components"]["corroboration"] == 50.0  # (three feeds, two publishers)
-    [story] = [m.record for m in out if isinstance(m, StoryUpdate)]
+    [story] = [story_record(m.story) for m in out if isinstance(m, StoryUpdate)]
     assert story["publishers"] == ["bbc.co.uk", "cnn.com"] and story["publisher_count"] == 2
 
 

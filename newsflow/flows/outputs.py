@@ -24,6 +24,7 @@ from newsflow.model.records import DeadLetter
 from newsflow.wire.codec import (
     deadletter_to_dict,
     dumps,
+    story_record,
 )
 from newsflow.wire.guard import check_record
 
@@ -32,18 +33,29 @@ def deadletter_output(topic: str, dl: DeadLetter) -> Output:
     return Output(topic, dl.dl_id.encode(), exact_size(dumps(deadletter_to_dict(dl))))
 
 
-def record_output(topic: str, kind: type[ScoredArticle | MergedArticle | StoryUpdate]
-                   | tuple[type[ScoredArticle | MergedArticle | StoryUpdate], ...], key_field: str
-                   ) -> Callable[[tuple[str, StoryOutput]], Output | None]:
-    """The story shards' records of one ``kind`` as :class:`Output` for ``topic``, keyed by the
-    record's ``key_field`` (articles: ``key``, also when emitted again after a merge; stories:
-    ``story_id``)."""
+def record_output(topic: str, kind: type[ScoredArticle | MergedArticle]
+                  | tuple[type[ScoredArticle | MergedArticle], ...], key_field: str
+                  ) -> Callable[[tuple[str, StoryOutput]], Output | None]:
+    """The story shards' article records of one ``kind`` as :class:`Output` for ``topic``, keyed
+    by the record's ``key_field`` (``key``, also when emitted again after a merge)."""
     def select(kv: tuple[str, StoryOutput]) -> Output | None:
         msg = kv[1]
         if not isinstance(msg, kind):
             return None
         # (exact-size bytes: a batch's records wait for the sinks together, orjson's keep ~8 KB each)
         return Output(topic, msg.record[key_field].encode(), exact_size(dumps(msg.record)))
+
+    return select
+
+
+def story_output(topic: str) -> Callable[[tuple[str, StoryOutput]], Output | None]:
+    """The story shards' :class:`StoryUpdate` as ``stories`` records for ``topic``, keyed by
+    ``story_id``."""
+    def select(kv: tuple[str, StoryOutput]) -> Output | None:
+        msg = kv[1]
+        if not isinstance(msg, StoryUpdate):
+            return None
+        return Output(topic, msg.story.story_id.encode(), exact_size(dumps(story_record(msg.story))))
 
     return select
 

@@ -54,7 +54,7 @@ from newsflow.flows.keys import (
     story_keys,
     trend_keys,
 )
-from newsflow.flows.outputs import lines_by_topic, output_guard, record_output
+from newsflow.flows.outputs import lines_by_topic, output_guard, record_output, story_output
 from newsflow.flows.steps.dedup import STEP_DEDUP, DedupLogic
 from newsflow.flows.steps.digest_clock import DigestClockLogic
 from newsflow.flows.steps.digest_feeder import FeederLogic
@@ -73,7 +73,6 @@ from newsflow.model.messages import (
     ScoredArticle,
     ShardInput,
     StoryOutput,
-    StoryUpdate,
     Tick,
     ToShard,
 )
@@ -138,7 +137,7 @@ def newsflow_steps(
                               isolated("stories", settings, lambda r: StoriesLogic(settings, r, recovery)))
     stories_split = op.branch("split_stories", stories_all, lambda kv: isinstance(kv[1], Output))
     storied = stories_split.falses
-    stories = op.filter_map("story_outputs", storied, record_output(settings.kafka.topics.stories, StoryUpdate, "story_id"))
+    stories = op.filter_map("story_outputs", storied, story_output(settings.kafka.topics.stories))
     extra: list[Stream[Output]] = []
     scored: Stream[tuple[str, StoryOutput]] = storied
     learned = None

@@ -27,6 +27,7 @@ from newsflow.model.records import Article, DedupInfo
 
 if TYPE_CHECKING:
     from newsflow.dedup.stories import StoryFeatures
+    from newsflow.dedup.story_state import StoryView
     from newsflow.digest.entries import DigestEntry
 
 #: a topic record as JSON-ready fields (built only in ``newsflow.wire``)
@@ -173,9 +174,10 @@ class MergedArticle:
 @fast_pickle
 @dataclass(frozen=True, slots=True)
 class StoryUpdate:
-    """A ``stories`` record: the current state of one story (changed or expired)."""
+    """The current state of one story (changed or expired): its ``stories`` record is built at
+    the sink (``newsflow.wire.codec.story_record``)."""
 
-    record: JsonRecord
+    story: StoryView
 
 
 @fast_pickle

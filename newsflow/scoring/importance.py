@@ -500,16 +500,9 @@ def rescore(
                               reliability=reliability, config=config)
 
 
-def rescore_components(
-    comps: Mapping[str, float],
-    tier: str | None,
-    counts: tuple[int, int],
-    *,
-    publishers: int,
-    tiers: int,
-    reliability: float | None = None,
-    config: ScoreConfig = DEFAULT_SCORE_CONFIG,
-) -> Importance:
+def rescore_components(comps: Mapping[str, float], tier: str | None, counts: tuple[int, int], *, publishers: int,
+                       tiers: int, reliability: float | None = None,
+                       config: ScoreConfig = DEFAULT_SCORE_CONFIG) -> Importance:
     """:func:`rescore` of an article's components (all of :data:`COMPONENTS`), tier and story
     counts as it was scored (:func:`story_counts`)."""
     n_pub, n_tier = counts

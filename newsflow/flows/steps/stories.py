@@ -43,7 +43,6 @@ from newsflow.model.vocab import Disposition
 from newsflow.scoring.importance import scored_as_of
 from newsflow.wire.codec import (
     article_record,
-    story_record,
 )
 
 STEP_STORIES = "stories"
@@ -124,7 +123,7 @@ class StoriesLogic(StatefulLogic[DedupOutput, StoryOutput, Snapshot]):
                 out.append(StoryMerge(gone, into, at))
                 out.extend(MergedArticle(r) for r in self.members.merge(gone, into))
         # the stories that changed in this batch (one record each) and those that expired
-        out.extend(StoryUpdate(story_record(v)) for v in self.tracker.flush())
+        out.extend(StoryUpdate(v) for v in self.tracker.flush())
         if len(self.tiers) > 2 * len(self.assigner.stories) + 1024:  # follow the assigner's expiry
             self.tiers = {k: v for k, v in self.tiers.items() if k in self.assigner.stories}
         self.members.expire()
