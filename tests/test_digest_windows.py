@@ -108,9 +108,8 @@ def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest
     """With recovery, a window key's snapshot carries its entries as frozen chunks (frozen
     once full, then carried as bytes), not re-pickled whole: an epoch's arrivals join the last
     chunk until it holds ``CHUNK_ENTRIES``, then start a new one. A key resumed from a
-    snapshot taken after any message (and from a snapshot of before the chunks, whose entries
-    sit in the state) drafts the digest of an uninterrupted key."""
-    from newsflow.core.snapshot import make_snapshot, restore
+    snapshot taken after any message drafts the digest of an uninterrupted key."""
+    from newsflow.core.snapshot import restore
     from newsflow.flows.steps import digest_window
 
     monkeypatch.setattr(digest_window, "CHUNK_ENTRIES", chunk)
@@ -148,17 +147,6 @@ def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest
         ((_, d),) = drafts
         assert orjson.dumps(d.draft.digest) == orjson.dumps(want.digest)
         assert len(before) <= len(entries) // chunk + 1
-    # a snapshot written before the chunks: the entries in the state
-    old = WindowLogic(s, None, {"rolling": "dt:rolling"}, configs)
-    for e in entries[:20]:
-        old.on_item(WindowEntry(e))
-    legacy = make_snapshot("digest_window", {"state": old.st}, freeze=True)
-    logic = WindowLogic(s, legacy, {"rolling": "dt:rolling"}, configs, recovery=True)
-    logic = WindowLogic(s, logic.snapshot(), {"rolling": "dt:rolling"}, configs, recovery=True)
-    rest = [WindowEntry(e) for e in entries[20:]] + [seal, WindowClose(w, ("sa",), {}, True, None)]
-    out = [x for m in rest for x in logic.on_item(m)[0]]
-    ((_, d),) = out
-    assert orjson.dumps(d.draft.digest) == orjson.dumps(want.digest)
 
 
 def test_a_skipped_window_ends_once_its_seals_are_in_without_a_draft() -> None:

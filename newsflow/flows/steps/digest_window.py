@@ -73,9 +73,6 @@ class WindowLogic(StatefulLogic[Any, Any, Snapshot]):
                 self.chunk_entries.append(got)
                 for e in got:
                     self.st.entries.setdefault(e.article_id, []).append(e)
-        elif self.st.entries and recovery:  # a snapshot of before the chunks: its entries in one
-            self.chunk_entries = [[e for got in self.st.entries.values() for e in got]]
-            self.chunks = [frozen(self.chunk_entries[0])]
 
     def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
         st = self.st
