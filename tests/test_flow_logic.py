@@ -30,8 +30,7 @@ from newsflow.core.snapshot import (
 )
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.feeds.normalize import normalize_payload
-from newsflow.flows.keys import shard_keys, story_key, story_keys
-from newsflow.flows.pipeline import route_to_stories
+from newsflow.flows.keys import route_to_stories, shard_keys, story_key, story_keys
 from newsflow.flows.steps.dedup import STEP_DEDUP, DedupLogic
 from newsflow.flows.steps.parse import STEP_PARSE, ParseLogic
 from newsflow.flows.steps.stories import STEP_STORIES, StoriesLogic

@@ -1,11 +1,12 @@
 """The keys of the dataflow's keyed steps, named in one place: the dedup and story shards', the
 digest windows' and trend keys (each placed on a chosen worker by ``newsflow.core.placement``),
+which key each message between the steps goes to (:func:`to_shard`, :func:`route_to_stories`),
 and :func:`by_key`, which groups keyed messages into one item per key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -13,9 +14,7 @@ from newsflow.config import Settings
 from newsflow.core.hashing import shard_of
 from newsflow.core.placement import key_name, placed_key
 from newsflow.digest.schedule import DigestWindow
-from newsflow.model.messages import (
-    Batch,
-)
+from newsflow.model.messages import Batch, DedupOutput, HealthReport, ShardInput, Tick, ToShard
 from newsflow.model.records import Article
 
 
@@ -85,3 +84,31 @@ def by_key(kvs: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
         else:
             g.append(v)
     return [(k, g[0] if len(g) == 1 else Batch(tuple(g))) for k, g in groups.items()]
+
+
+def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], list[tuple[str, DedupOutput]]]:
+    """A dedup shard's output to its story shards' keys: an article to its category's, a tick
+    to every one, a health report to every one (only the first reports it)."""
+    keys = story_keys(settings)
+
+    def route(kv: tuple[str, DedupOutput]) -> list[tuple[str, DedupOutput]]:
+        item = kv[1]
+        if isinstance(item, Tick):  # every story shard merges on the ticks of every dedup shard
+            tick = Tick(item.bucket, item.watermark, key_name(kv[0]))  # (dataclasses.replace: 10x slower)
+            return [(k, tick) for k in keys]
+        if isinstance(item, HealthReport):  # reliability scores in every shard; one reports it
+            if item.record.get("reliability") is None:  # a copy would change nothing elsewhere
+                return [(keys[0], item)]
+            quiet = HealthReport(item.seq, item.record, False, item.epoch)
+            return [(k, item if k == keys[0] else quiet) for k in keys]
+        return [(story_key(item.article, settings), item)]
+
+    return route
+
+
+def to_shard(kv: tuple[str, ToShard]) -> tuple[str, ShardInput]:
+    """A parse output to its dedup shard's key."""
+    item = kv[1].item
+    if isinstance(item, Tick):  # a partition's tick names the partition (the merge waits for each)
+        item = Tick(item.bucket, item.watermark, key_name(kv[0]))
+    return kv[1].shard, item

@@ -31,7 +31,7 @@ heartbeat envelope (``feed_id="__tick__"``) moves event time on quiet streams.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import bytewax.operators as op
@@ -50,8 +50,9 @@ from newsflow.flows.isolation import isolated
 from newsflow.flows.keys import (
     by_key,
     digest_clock_key,
-    story_key,
+    route_to_stories,
     story_keys,
+    to_shard,
     trend_keys,
 )
 from newsflow.flows.outputs import lines_by_topic, output_guard, record_output, story_output
@@ -64,47 +65,18 @@ from newsflow.flows.steps.parse import STEP_PARSE, ParseLogic
 from newsflow.flows.steps.stories import STEP_STORIES, StoriesLogic
 from newsflow.model.messages import (
     Batch,
-    DedupOutput,
     FromShard,
-    HealthReport,
     MergedArticle,
     Output,
     ProfileAt,
     ScoredArticle,
     ShardInput,
     StoryOutput,
-    Tick,
-    ToShard,
 )
 from newsflow.profiles.config import ProfilesConfig
 from newsflow.wire.contracts import ROLE_RECORD_FIELDS
 
 STEP_DIGESTS = "digests"
-
-
-def route_to_stories(settings: Settings) -> Callable[[tuple[str, DedupOutput]], list[tuple[str, DedupOutput]]]:
-    keys = story_keys(settings)
-
-    def route(kv: tuple[str, DedupOutput]) -> list[tuple[str, DedupOutput]]:
-        item = kv[1]
-        if isinstance(item, Tick):  # every story shard merges on the ticks of every dedup shard
-            tick = Tick(item.bucket, item.watermark, key_name(kv[0]))  # (dataclasses.replace: 10x slower)
-            return [(k, tick) for k in keys]
-        if isinstance(item, HealthReport):  # reliability scores in every shard; one reports it
-            if item.record.get("reliability") is None:  # a copy would change nothing elsewhere
-                return [(keys[0], item)]
-            quiet = HealthReport(item.seq, item.record, False, item.epoch)
-            return [(k, item if k == keys[0] else quiet) for k in keys]
-        return [(story_key(item.article, settings), item)]
-
-    return route
-
-
-def _to_shard(kv: tuple[str, ToShard]) -> tuple[str, ShardInput]:
-    item = kv[1].item
-    if isinstance(item, Tick):  # a partition's tick names the partition (the merge waits for each)
-        item = Tick(item.bucket, item.watermark, key_name(kv[0]))
-    return kv[1].shard, item
 
 
 def newsflow_steps(
@@ -126,7 +98,7 @@ def newsflow_steps(
     split = op.branch("split_parse", parsed, lambda kv: isinstance(kv[1], Output))
     direct: Stream[Output] = op.map("parse_outputs", split.trues, lambda kv: kv[1])
     to_shards: Stream[tuple[str, ShardInput | Batch]] = op.flat_map_batch(
-        "to_shards", split.falses, lambda b: by_key(map(_to_shard, b)))
+        "to_shards", split.falses, lambda b: by_key(map(to_shard, b)))
     # every stateful step is isolated: an item that raises becomes a dead letter (an Output)
     dedup_all = op.stateful(STEP_DEDUP, to_shards, isolated("dedup", settings, lambda r: DedupLogic(settings, r, recovery, sources)))
     dedup_split = op.branch("split_dedup", dedup_all, lambda kv: isinstance(kv[1], Output))
