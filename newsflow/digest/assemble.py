@@ -20,7 +20,7 @@ any order gives byte-identical ``orjson.dumps`` output.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
 from newsflow.digest.coverage import CoverageAsOf, StoryCoverage
 from newsflow.digest.entries import DigestEntry, DigestInput, digest_entries
 from newsflow.digest.health import FeedHealthAccumulator, summarize_feed_health
+from newsflow.digest.record import Check, Digest, FeedHealth, Item, Previous, Section
 from newsflow.digest.rescore import select_rescored
 from newsflow.digest.schedule import (
     ALSO_MENTIONED,
@@ -68,7 +69,7 @@ from newsflow.scoring.importance import (
 
 #: what the digest functions take as a window's feed health: an accumulator, its summary, or
 #: the window's ``feed-health`` records
-FeedHealthInput = FeedHealthAccumulator | Mapping[str, Any] | Iterable[Mapping[str, Any]] | None
+FeedHealthInput = FeedHealthAccumulator | FeedHealth | Iterable[Mapping[str, Any]] | None
 
 
 def assemble_digest(
@@ -76,14 +77,14 @@ def assemble_digest(
     window: DigestWindow,
     *,
     schedule: DigestSchedule | None = None,
-    previous: Mapping[str, Any] | None = None,
+    previous: Previous | None = None,
     feed_health: FeedHealthInput = None,
     config: DigestConfig = DEFAULT_DIGEST_CONFIG,
     final: bool = True,
     coverage: CoverageAsOf | None = None,
     score_config: ScoreConfig = DEFAULT_SCORE_CONFIG,
     as_of_ms: int | None = None,
-) -> dict[str, Any]:
+) -> Digest:
     """The digest of one window (a ``digests.v1`` dict). See the module doc.
 
     ``previous``: the previous digest of the same type (or :func:`~newsflow.digest.trends.digest_memory` of it) for
@@ -140,7 +141,7 @@ def _assemble(
     final: bool,
     coverage: CoverageAsOf | None,
     score_config: ScoreConfig,
-) -> tuple[dict[str, Any], tuple[TrendCandidate, ...]]:
+) -> tuple[Digest, tuple[TrendCandidate, ...]]:
     sched = schedule or DigestSchedule()
     dtype = (
         sched.type(window.digest_type)
@@ -172,7 +173,7 @@ def _assemble(
             c.copies = cluster_copies(c, sel, copies)
         topic_corroboration(clusters, sel, coverage, window.end_ms, score_config)
 
-    checks: list[dict[str, Any]] = []  # (apply_trends adds the trend checks)
+    checks: list[Check] = []  # (apply_trends adds the trend checks)
     # rank: best score, then size, then the fresher lead (most new articles score recency 100:
     # equal scores are common), then the lead's id
     clusters.sort(key=lambda c: (-c.score, -c.size, -article_time_ms(sel.base[c.lead]),
@@ -218,7 +219,7 @@ def _assemble(
     attribution_fixes = 0
     missing_attr = 0
     for name in (TOP_STORIES, NOTEWORTHY, ALSO_MENTIONED):
-        rendered: list[dict[str, Any]] = []
+        rendered: list[Item] = []
         for c in sections_items[name]:
             fixed, missing = ensure_attribution(c, sel)
             attribution_fixes += fixed
@@ -230,7 +231,7 @@ def _assemble(
             if n:  # re-label duplicates with the lead's publisher
                 item["label"] = f"{label} ({item['lead']['publisher']})"
             rendered.append(item)
-        section: dict[str, Any] = {"name": name, "items": rendered}
+        section: Section = {"name": name, "items": rendered}
         if not rendered:
             section["empty_reason"] = empty_reason(name, [c.score for c in clusters], article_count, config)
         sections.append(section)
@@ -295,17 +296,17 @@ def _fallback_type(name: str) -> DigestType:
 
 
 def _health_block(
-    fh: FeedHealthAccumulator | Mapping[str, Any] | Iterable[Mapping[str, Any]] | None,
-) -> dict[str, Any]:
+    fh: FeedHealthInput,
+) -> FeedHealth:
     if fh is None:
         return FeedHealthAccumulator().summary()
     if isinstance(fh, FeedHealthAccumulator):
         return fh.summary()
-    if isinstance(fh, Mapping):
-        return dict(fh)
+    if isinstance(fh, Mapping):  # a summary
+        return cast(FeedHealth, dict(fh))
     return summarize_feed_health(fh)
 
 
-def digest_key(d: Mapping[str, Any]) -> bytes:
+def digest_key(d: Digest) -> bytes:
     """Kafka key of a digest: ``digest_type:window_start`` (re-emits are idempotent)."""
     return str(d["digest_id"]).encode()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
 
 from newsflow.core.timeutil import ms_to_iso
 from newsflow.digest.config import DigestConfig
@@ -16,6 +15,7 @@ from newsflow.digest.labels import (
     key_stems,
     topic_label,
 )
+from newsflow.digest.record import Check, IndexTopic, Item, Lead, Section
 from newsflow.digest.rescore import Selected
 from newsflow.digest.schedule import (
     ALSO_MENTIONED,
@@ -67,7 +67,7 @@ def topic_item(
     sel: Selected,
     wr: tuple[int, int],
     config: DigestConfig,
-) -> dict[str, Any]:
+) -> Item:
     lead = sel[c.lead]
     label, ent, terms = topic_label(c, sel)
     others = [i for i in c.members if i != c.lead]
@@ -117,7 +117,7 @@ def topic_item(
     }
 
 
-def _lead(r: DigestEntry) -> dict[str, Any]:
+def _lead(r: DigestEntry) -> Lead:
     return {
         "article_id": r.article_id,
         "title": r.title or "",
@@ -150,7 +150,7 @@ def ensure_attribution(c: Cluster, sel: Sequence[DigestEntry]) -> tuple[int, int
 def check_t5_top(
     sections: dict[str, list[Cluster]],
     sel: Sequence[DigestEntry],
-    checks: list[dict[str, Any]],
+    checks: list[Check],
 ) -> None:
     """Self-check: if the highest-scoring article is from a T5 source, review its
     corroboration: a T5 lead without any T1-T4 coverage in its cluster or story is moved
@@ -182,7 +182,7 @@ def check_t5_top(
     checks.append({"check": "t5_top", "ok": True, "action": None})
 
 
-def sections_sorted(sections: list[dict[str, Any]]) -> bool:
+def sections_sorted(sections: list[Section]) -> bool:
     for s in sections:
         sc = [it["score"] for it in s["items"]]
         # one re-rank (T5 self-check) may move a single item down
@@ -201,10 +201,10 @@ def topic_index(
     clusters: Sequence[Cluster],
     sel: Sequence[DigestEntry],
     config: DigestConfig,
-) -> list[dict[str, Any]]:
+) -> list[IndexTopic]:
     """Compact description of the window's multi-article topics, for the next window's trend
     flags (matching by story ids and top terms)."""
-    out = []
+    out: list[IndexTopic] = []
     for c in _index_order(clusters)[: config.topic_index_size]:
         out.append(
             {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
+from newsflow.digest.record import Check, Digest, DigestMemory, FeedHealth, IndexTopic, Previous
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,19 +26,19 @@ class DigestDraft:
     """A window's digest without trend flags (:func:`~newsflow.digest.assemble.draft_digest`) and the topics that can
     carry one: the multi-article ones and every one shown, in rank order."""
 
-    digest: dict[str, Any]
+    digest: Digest
     candidates: tuple[TrendCandidate, ...]
 
 
-_NO_PREVIOUS_CHECK = {"check": "trends", "ok": True, "action": "no previous window: no trend flags"}
+_NO_PREVIOUS_CHECK: Check = {"check": "trends", "ok": True, "action": "no previous window: no trend flags"}
 
 
-_GAP_CHECK = {"check": "trends", "ok": True,
+_GAP_CHECK: Check = {"check": "trends", "ok": True,
               "action": "no poll in this window (a gap in the data): no declining topics"}
 
 
-def apply_trends(draft: DigestDraft, previous: Mapping[str, Any] | None,
-                 config: DigestConfig = DEFAULT_DIGEST_CONFIG) -> dict[str, Any]:
+def apply_trends(draft: DigestDraft, previous: Previous | None,
+                 config: DigestConfig = DEFAULT_DIGEST_CONFIG) -> Digest:
     """The digest of a draft against ``previous`` (the previous digest of its type, or its
     :func:`digest_memory`; None: there is none): each item's and index topic's trend
     (EMERGING / TRENDING / FADING), the emerging and declining topics of the health block, and
@@ -46,7 +46,7 @@ def apply_trends(draft: DigestDraft, previous: Mapping[str, Any] | None,
     d = draft.digest
     checks = d["self_checks"]
     if previous is None:
-        checks.insert(0, dict(_NO_PREVIOUS_CHECK))
+        checks.insert(0, _NO_PREVIOUS_CHECK.copy())
         return d
     prev_index = list(previous.get("topic_index") or [])
     trends = _trends(draft.candidates, prev_index, config)
@@ -61,7 +61,7 @@ def apply_trends(draft: DigestDraft, previous: Mapping[str, Any] | None,
     # a name once: two topics may share a label ("TV Patrol North Luzon", two days' uploads)
     health["emerging_topics"] = list(dict.fromkeys(t["label"] for t in index if t["trend"] == "EMERGING"))[:10]
     if gap:
-        checks.append(dict(_GAP_CHECK))
+        checks.append(_GAP_CHECK.copy())
     else:
         health["declining_topics"] = list(dict.fromkeys(_declining(prev_index, draft.candidates, config)))[:10]
     return d
@@ -71,7 +71,7 @@ class _PrevTopics:
     """The previous window's topic index, parsed once, with inverted indexes by story id and
     top-term hash (so matching a cluster looks only at topics sharing something with it)."""
 
-    def __init__(self, prev_index: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, prev_index: Sequence[IndexTopic]) -> None:
         self.items = list(prev_index)
         self.stories = [set(p.get("story_ids") or ()) for p in self.items]
         self.terms = [{int(x) for x in (p.get("term_hashes") or ())[:5]} for p in self.items]
@@ -85,8 +85,8 @@ class _PrevTopics:
 
 
 def _match_prev(
-    c: TrendCandidate, terms: Sequence[int], prev: _PrevTopics | Sequence[Mapping[str, Any]]
-) -> Mapping[str, Any] | None:
+    c: TrendCandidate, terms: Sequence[int], prev: _PrevTopics | Sequence[IndexTopic]
+) -> IndexTopic | None:
     """The previous window's topic this cluster continues: shared story ids first, then the
     largest overlap of top terms (Jaccard >= 0.4 over the top-5 term hashes)."""
     if not isinstance(prev, _PrevTopics):
@@ -98,7 +98,7 @@ def _match_prev(
         cand.update(prev.by_story.get(sid, ()))
     for t in t5:
         cand.update(prev.by_term.get(t, ()))
-    best: tuple[tuple[float, float, int, str], Mapping[str, Any]] | None = None
+    best: tuple[tuple[float, float, int, str], IndexTopic] | None = None
     for i in sorted(cand):
         p = prev.items[i]
         shared = len(stories & prev.stories[i])
@@ -112,7 +112,7 @@ def _match_prev(
     return best[1] if best else None
 
 
-def _trend_of(size: int, prev: Mapping[str, Any] | None, config: DigestConfig) -> str | None:
+def _trend_of(size: int, prev: IndexTopic | None, config: DigestConfig) -> str | None:
     if prev is None:
         return "EMERGING" if size >= config.emerging_min else None
     ps = int(prev.get("size") or 0)
@@ -126,7 +126,7 @@ def _trend_of(size: int, prev: Mapping[str, Any] | None, config: DigestConfig) -
 
 
 def _trends(
-    clusters: Sequence[TrendCandidate], prev_index: Sequence[Mapping[str, Any]], config: DigestConfig
+    clusters: Sequence[TrendCandidate], prev_index: Sequence[IndexTopic], config: DigestConfig
 ) -> dict[str, str | None]:
     prev = _PrevTopics(prev_index)
     return {
@@ -136,7 +136,7 @@ def _trends(
 
 
 def _declining(
-    prev_index: Sequence[Mapping[str, Any]],
+    prev_index: Sequence[IndexTopic],
     clusters: Sequence[TrendCandidate],
     config: DigestConfig,
 ) -> list[str]:
@@ -158,7 +158,7 @@ def _declining(
     return out
 
 
-def digest_memory(d: Mapping[str, Any]) -> dict[str, Any]:
+def digest_memory(d: Previous) -> DigestMemory:
     """What to keep of a digest as ``previous`` for the next window of its type (small)."""
     return {
         "digest_id": d.get("digest_id"),
@@ -167,11 +167,11 @@ def digest_memory(d: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _no_polls(health: Mapping[str, Any] | None) -> bool:
+def _no_polls(health: FeedHealth | None) -> bool:
     return isinstance(health, Mapping) and health.get("polls") == 0
 
 
-def next_memory(previous: Mapping[str, Any] | None, d: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def next_memory(previous: Previous | None, d: Digest) -> Previous | None:
     """The ``previous`` for the window after ``d``: ``d``'s :func:`digest_memory`, except when
     ``d``'s window saw no poll and no article (a gap in the data, e.g. an archive that was not
     polled for a day, or a poller that was down): then the last window that had data stays the

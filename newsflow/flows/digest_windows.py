@@ -39,7 +39,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from newsflow.config import Settings
 from newsflow.core.pickling import fast_pickle
@@ -47,6 +46,7 @@ from newsflow.core.timeutil import HOUR_MS
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import DigestEntry, digest_entries
 from newsflow.digest.health import report_view
+from newsflow.digest.record import FeedHealth
 from newsflow.digest.schedule import DigestSchedule, DigestWindow
 from newsflow.digest.trends import DigestDraft
 from newsflow.model.messages import (
@@ -99,7 +99,7 @@ class WindowClose:
 
     window: DigestWindow
     sealers: tuple[str, ...]
-    feed_health: Mapping[str, Any]
+    feed_health: FeedHealth
     final: bool
     as_of_ms: int | None
     profiles: tuple[str, ...] = ()

@@ -12,6 +12,7 @@ from bytewax.operators import StatefulLogic
 from newsflow.config import Settings
 from newsflow.core.exactbytes import exact_size
 from newsflow.core.snapshot import Snapshot, make_snapshot, restore
+from newsflow.digest.record import Previous
 from newsflow.digest.trends import apply_trends, next_memory
 from newsflow.flows import metrics
 from newsflow.flows.digest_windows import (
@@ -20,7 +21,6 @@ from newsflow.flows.digest_windows import (
     WindowOrder,
 )
 from newsflow.model.messages import (
-    JsonRecord,
     Output,
 )
 from newsflow.profiles.rank import personalize, with_item_relevance
@@ -40,7 +40,7 @@ class TrendLogic(StatefulLogic[Any, Output, Snapshot]):
         st = restore(STEP_TREND, resume) if resume is not None else {}
         #: per chain (None: the type's own digests; else a profile's): the previous window's
         #: memory, the windows in order, the drafts that came
-        self.previous: dict[str | None, JsonRecord] = st.get("previous", {})
+        self.previous: dict[str | None, Previous] = st.get("previous", {})
         self.order: dict[str | None, list[WindowOrder]] = st.get("order", {})
         self.drafts: dict[tuple[str | None, int, bool], WindowDraft] = st.get("drafts", {})
 
@@ -66,7 +66,7 @@ class TrendLogic(StatefulLogic[Any, Output, Snapshot]):
             elif dr.relevance is not None:  # the items carry the live relevance
                 d = with_item_relevance(d, dr.relevance)
             if o.final and (nxt := next_memory(prev, d)) is not None:
-                self.previous[chain] = dict(nxt)
+                self.previous[chain] = nxt.copy()
             metrics.DIGESTS.labels(o.window.digest_type).inc()
             out.append(Output(self.s.kafka.topics.digests, d["digest_id"].encode(), exact_size(dumps(d))))
         return out, StatefulLogic.RETAIN
