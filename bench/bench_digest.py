@@ -53,7 +53,10 @@ _BASELINE = r'''
 import pickle, sys, time
 import orjson
 from newsflow.digest.assemble import assemble_digest
-from newsflow.digest.trends import digest_memory
+try:
+    from newsflow.digest.trends import digest_memory
+except ImportError:  # a checkout whose assembly is one module
+    from newsflow.digest.assemble import digest_memory
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.schedule import DigestWindow
 args = pickle.load(open(sys.argv[1], "rb"))
