@@ -170,7 +170,7 @@ def _assemble(
                                   groups=story_groups_of(sel.cols.story_id, sel.aids))
         clusters = build_clusters(sel, X, vocab, labels)
         for c in clusters:
-            c.copies = cluster_copies(c, sel, copies)
+            c.copies = cluster_copies(c, sel.base, copies)
         topic_corroboration(clusters, sel, coverage, window.end_ms, score_config)
 
     checks: list[Check] = []  # (apply_trends adds the trend checks)
@@ -221,7 +221,7 @@ def _assemble(
     for name in (TOP_STORIES, NOTEWORTHY, ALSO_MENTIONED):
         rendered: list[Item] = []
         for c in sections_items[name]:
-            fixed, missing = ensure_attribution(c, sel)
+            fixed, missing = ensure_attribution(c, sel.base)
             attribution_fixes += fixed
             missing_attr += missing
             item = topic_item(c, sel, wr, config)
@@ -259,7 +259,7 @@ def _assemble(
     )
     checks.append({"check": "order", "ok": sections_sorted(sections), "action": None})
 
-    index = topic_index(clusters, sel, config)
+    index = topic_index(clusters, sel.base, config)
     health = _health_block(feed_health)
     # (filled by apply_trends)
     health.update({"new_articles": article_count, "duplicates_removed": dups,

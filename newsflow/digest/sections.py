@@ -68,8 +68,10 @@ def topic_item(
     wr: tuple[int, int],
     config: DigestConfig,
 ) -> Item:
+    # (the texts, ids and links of the articles are the entries' own: only the lead, whose score
+    # and story coverage the item shows, is read re-scored)
     lead = sel[c.lead]
-    label, ent, terms = topic_label(c, sel)
+    label, ent, terms = topic_label(c, sel.base)
     others = [i for i in c.members if i != c.lead]
     # the members' scores, tiers, ids, publishers from the columns (a topic may hold thousands)
     sc, bs = sel.scores, sel.base
@@ -85,7 +87,7 @@ def topic_item(
         if p:
             pubs[p] = min(pubs.get(p, 9), _tier_rank(tier))
     related_sources = [p for p, _ in sorted(pubs.items(), key=lambda kv: (kv[1], kv[0]))]
-    c.terms = key_stems(c, sel)
+    c.terms = key_stems(c, sel.base)
     summary = extractive_summary(lead.title or "", lead.body_z, c.terms, wr)
     return {
         "label": label,
@@ -100,15 +102,15 @@ def topic_item(
         "related_sources": related_sources,
         "related": [
             {
-                "article_id": sel[i].article_id,
-                "title": sel[i].title or "",
-                "publisher": str(sel[i].publisher or sel[i].feed_id or ""),
-                "url": clean_link(sel[i].url),
-                "score": importance_of(sel[i]),
+                "article_id": bs[i].article_id,
+                "title": bs[i].title or "",
+                "publisher": str(bs[i].publisher or bs[i].feed_id or ""),
+                "url": clean_link(bs[i].url),
+                "score": sc[i],
             }
             for i in others[: config.related_max]
         ],
-        "article_ids": [lead.article_id, *(sel[i].article_id for i in others)][
+        "article_ids": [lead.article_id, *(bs[i].article_id for i in others)][
             : config.article_ids_max
         ],
         "story_ids": c.stories[:20],
@@ -149,7 +151,7 @@ def ensure_attribution(c: Cluster, sel: Sequence[DigestEntry]) -> tuple[int, int
 
 def check_t5_top(
     sections: dict[str, list[Cluster]],
-    sel: Sequence[DigestEntry],
+    sel: Selected,
     checks: list[Check],
 ) -> None:
     """Self-check: if the highest-scoring article is from a T5 source, review its
@@ -164,13 +166,13 @@ def check_t5_top(
         if lead.tier != "T5":
             checks.append({"check": "t5_top", "ok": True, "action": None})
             return
-        tiers = {sel[i].tier for i in first.members} | set(lead.story_tiers or ())
+        tiers = {sel.base[i].tier for i in first.members} | set(lead.story_tiers or ())
         if tiers & {"T1", "T2", "T3", "T4"}:
             checks.append(
                 {"check": "t5_top", "ok": True, "action": "T5 lead corroborated by T1-T4"}
             )
             return
-        j = next((k for k, c in enumerate(items) if sel[c.lead].tier != "T5"), None)
+        j = next((k for k, c in enumerate(items) if sel.base[c.lead].tier != "T5"), None)
         if j is None:
             checks.append({"check": "t5_top", "ok": False, "action": "only T5 sources"})
             return
