@@ -52,7 +52,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 _BASELINE = r'''
 import pickle, sys, time
 import orjson
-from newsflow.digest.assemble import assemble_digest, digest_memory
+from newsflow.digest.assemble import assemble_digest
+try:
+    from newsflow.digest.trends import digest_memory
+except ImportError:  # a checkout whose assembly is one module
+    from newsflow.digest.assemble import digest_memory
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.schedule import DigestWindow
 args = pickle.load(open(sys.argv[1], "rb"))
@@ -101,11 +105,12 @@ def _status_mb(field: str) -> float:
 def main() -> None:
     from bench_score_topics import make_records
 
-    from newsflow.digest.assemble import assemble_digest, digest_memory
+    from newsflow.digest.assemble import assemble_digest
     from newsflow.digest.config import DigestConfig
     from newsflow.digest.coverage import StoryCoverage
     from newsflow.digest.entries import digest_entries
     from newsflow.digest.schedule import DigestWindow
+    from newsflow.digest.trends import digest_memory
     from newsflow.scoring.importance import score_record
     from newsflow.wire.contracts import validate
 

@@ -27,6 +27,7 @@ from newsflow.config import Settings
 from newsflow.core.snapshot import make_snapshot
 from newsflow.digest.entries import digest_entries
 from newsflow.flows import digest_windows as dw
+from newsflow.flows.steps import digest_window as dwl
 
 
 def main() -> None:
@@ -39,11 +40,11 @@ def main() -> None:
         entries = digest_entries([orjson.loads(x) for x in itertools.islice(f, a.n)])
     s = Settings()
     configs = (s.digests.schedule(), s.digests.to_config(), s.scoring.to_config())
-    flow_chunk = dw.CHUNK_ENTRIES
+    flow_chunk = dwl.CHUNK_ENTRIES
     out = {}
     for mode in ("whole", "chunk per epoch", f"chunks of {flow_chunk}"):
-        dw.CHUNK_ENTRIES = 1 if mode == "chunk per epoch" else flow_chunk
-        logic = dw.WindowLogic(s, None, {}, configs, recovery=True)
+        dwl.CHUNK_ENTRIES = 1 if mode == "chunk per epoch" else flow_chunk
+        logic = dwl.WindowLogic(s, None, {}, configs, recovery=True)
         spent, size = 0.0, 0
         for i, e in enumerate(entries):
             logic.on_item(dw.WindowEntry(e))
@@ -55,7 +56,7 @@ def main() -> None:
                 size = len(snap)  # type: ignore[arg-type]
         out[mode] = {"ms_per_snapshot": round(spent / a.last * 1000, 2), "snapshot_mb": round(size / 1e6, 2),
                      "chunks": len(logic.chunks) if mode != "whole" else None}
-    dw.CHUNK_ENTRIES = flow_chunk
+    dwl.CHUNK_ENTRIES = flow_chunk
     print(orjson.dumps({"entries": len(entries), **out}, option=orjson.OPT_INDENT_2).decode())
 
 

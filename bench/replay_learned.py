@@ -22,7 +22,7 @@ from learned_stories.story_model import load_model
 
 from newsflow.cli.main import run_file_flow
 from newsflow.dedup.story_config import StoryConfig
-from newsflow.flows import pipeline
+from newsflow.flows.steps import stories
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
     def learned(config: StoryConfig) -> LearnedStoryAssigner:
         return LearnedStoryAssigner(config, model=model)
 
-    pipeline.StoryAssigner = learned  # type: ignore[misc,assignment]
+    stories.StoryAssigner = learned  # type: ignore[misc,assignment]
     Path(args.out).mkdir(parents=True, exist_ok=True)
     print(run_file_flow(args.archive, args.out))
 

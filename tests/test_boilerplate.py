@@ -103,21 +103,21 @@ def test_digest_entries_read_the_body_without_the_boilerplate() -> None:
     from newsflow.config import Settings
     from newsflow.core.timeutil import ms_to_iso
     from newsflow.digest.entries import body_text
-    from newsflow.flows.pipeline import _from_shards
+    from newsflow.flows.digest_windows import digest_inputs
     from newsflow.model.messages import ScoredArticle
 
     arts = normalize_payload(RawPayload("gma", "https://www.youtube.com/feeds/gma", FETCH, 200, _feed(VIDEOS))).articles
     recs = [{"article_id": a.article_id, "key": a.article_id, "title": a.title, "body_text": a.body_text,
              "fetched_at": ms_to_iso(FETCH), "published_at": a.published_at, "story_id": "s1",
              "publisher": a.publisher, "feed_id": a.feed_id} for a in arts]
-    out = _from_shards(Settings())([("st00", ScoredArticle(r, story_text=a.story_text))
+    out = digest_inputs(Settings())([("st00", ScoredArticle(r, story_text=a.story_text))
                                     for r, a in zip(recs, arts, strict=True)])
     assert len(out) == len(arts)  # one digest message per article
     for (_, msg), a in zip(out, arts, strict=True):
         assert isinstance(msg.message, ScoredArticle)
         kept = body_text(msg.message.entry)
         assert "flagship" not in kept and kept.split()[:3] == (a.story_text or "").split()[:3]
-    plain = _from_shards(Settings())([("st00", ScoredArticle(recs[0]))])[0][1].message.entry
+    plain = digest_inputs(Settings())([("st00", ScoredArticle(recs[0]))])[0][1].message.entry
     assert "flagship" in body_text(plain)  # a record without story_text: its own body
 
 

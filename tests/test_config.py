@@ -31,8 +31,10 @@ from newsflow.core.timeutil import iso_to_ms
 from newsflow.dedup.story_config import StoryConfig
 from newsflow.digest.config import DigestConfig
 from newsflow.feeds.normalize import NormalizeConfig
-from newsflow.flows.digest_windows import FeederLogic, TrendLogic
-from newsflow.flows.pipeline import ParseLogic, StoriesLogic
+from newsflow.flows.steps.digest_feeder import FeederLogic
+from newsflow.flows.steps.digest_trend import TrendLogic
+from newsflow.flows.steps.parse import ParseLogic
+from newsflow.flows.steps.stories import StoriesLogic
 from newsflow.polling.state import PollPolicy
 from newsflow.scoring.importance import ScoreConfig
 

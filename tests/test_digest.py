@@ -21,13 +21,7 @@ from newsflow.clustering.window import (
 )
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms, ms_to_iso
-from newsflow.digest.assemble import (
-    apply_trends,
-    assemble_digest,
-    digest_memory,
-    draft_digest,
-    next_memory,
-)
+from newsflow.digest.assemble import assemble_digest, draft_digest
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.health import FeedHealthAccumulator
 from newsflow.digest.labels import extractive_summary
@@ -43,6 +37,7 @@ from newsflow.digest.schedule import (
     DigestWindow,
     SectionLimits,
 )
+from newsflow.digest.trends import apply_trends, digest_memory, next_memory
 from newsflow.text.entities import capitalized_phrases
 from newsflow.text.titles import short_headline
 from newsflow.text.tokenize import TextFeatures
@@ -160,7 +155,7 @@ def test_text_memos_never_change_a_digest():
     """Labels, key stems, entities and summaries are memoized across windows (keyed by the
     texts they read): a warm memo gives the bytes of a cold one, also when the same titles
     come back with other bodies (the memo must not answer from the first bodies)."""
-    from newsflow.digest.assemble import clear_memos
+    from newsflow.digest.labels import clear_memos
 
     def bodies(tag: str) -> list[dict]:  # the same titles; bodies as given or sentences reversed
         out = []
@@ -222,7 +217,7 @@ def test_summary_50_75_words_extractive():
         assert first in body
     # midday update: 30-50 words (001 digest sizing table)
     r = rec("apple", 1, 80)
-    s = extractive_summary(r, (), MIDDAY.summary_words)
+    s = extractive_summary(r["title"], r["body_text"], (), MIDDAY.summary_words)
     assert 30 <= len(s.replace(" …", "").split()) <= 50
 
 
@@ -869,12 +864,12 @@ def test_summaries_leave_out_links_hashtags_and_calls_to_action():
             "was a coup attempt. Maduro says the group arrived in speedboats on Sunday. - Subscribe to our "
             "channel: http://aje.io/AJSubscribe - Follow us on Twitter: https://twitter.com/AJEnglish "
             "#AlJazeeraEnglish #Venezuela")
-    s = extractive_summary({"title": "Americans captured in failed coup plot", "body_text": body})
+    s = extractive_summary("Americans captured in failed coup plot", body)
     assert s.startswith("Venezuela's President Nicolas Maduro says 13 people")
     assert "http" not in s and "#" not in s and "Subscribe" not in s and "aje.io" not in s
     junk = ("To watch TV Patrol videos, click the links below: http://bit.ly/TVPatrol2019 To watch more "
             "breaking news, click the links below: https://www.youtube.com/x #ABSCBNNews")
-    assert extractive_summary({"title": "ABS-CBN goes off air", "body_text": junk}) == "ABS-CBN goes off air"
+    assert extractive_summary("ABS-CBN goes off air", junk) == "ABS-CBN goes off air"
 
 
 def test_digests_follow_late_story_merges_as_of_the_window_end():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import itertools
 import pickle
@@ -14,9 +15,16 @@ import orjson
 from newsflow.clustering.window import tfidf_from_counts, tfidf_matrix
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.digest import entries
-from newsflow.digest.assemble import _rescorer, assemble_digest, rescore_as_of
+from newsflow.digest.assemble import assemble_digest
 from newsflow.digest.coverage import StoryCoverage
-from newsflow.digest.entries import BODY_WORDS_KEPT, body_text, digest_entries, term_counts
+from newsflow.digest.entries import (
+    BODY_WORDS_KEPT,
+    DigestEntry,
+    body_text,
+    digest_entries,
+    term_counts,
+)
+from newsflow.digest.rescore import _rescorer, rescore_as_of
 from newsflow.digest.schedule import DigestWindow
 from newsflow.scoring.importance import score_record
 from newsflow.text.tokenize import features_batch
@@ -68,7 +76,7 @@ def test_entries_are_idempotent_compact_and_keep_the_summary_body() -> None:
     recs = _records(40)
     ents = digest_entries(recs)
     assert digest_entries(ents) == ents
-    assert all("body_text" not in e and "seen_in" not in e for e in ents)
+    assert {"body_text", "seen_in"}.isdisjoint(f.name for f in dataclasses.fields(DigestEntry))
     assert body_text(ents[0]).split() == recs[0]["body_text"].split()[:BODY_WORDS_KEPT]
     assert len(pickle.dumps(ents)) < 0.5 * len(pickle.dumps(recs))
 
@@ -80,11 +88,11 @@ def test_fast_rescorer_gives_rescore_as_of_scores() -> None:
         cov.add_health({"feed_id": f"f{k}", "at": ms_to_iso(START + k * 3_600_000), "reliability": 0.5 + k / 14})
     for end in (START + 86_400_000, WIN.end_ms):
         fast = _rescorer(cov, end)
-        for r in recs:
+        for r in digest_entries(recs):
             slow = rescore_as_of(r, cov, end)
             got = fast(r)
-            assert got["importance"] == slow["importance"]
-            assert got["story_tiers"] == slow["story_tiers"]
+            assert got.importance == slow.importance
+            assert got.story_tiers == slow.story_tiers
 
 
 def test_entries_and_full_records_give_the_same_digest() -> None:
@@ -98,7 +106,8 @@ def test_entries_keep_what_profile_ranking_reads() -> None:
     """A profile digest ranks entries (not records): category is kept, and with profile_terms
     the relevance of an entry equals the full record's although the entry keeps only 120 body
     words (the profile vector reads title x2 + 200 body words + category/publisher terms)."""
-    from newsflow.profiles.rank import with_relevance
+    from newsflow.digest.entries import entry_relevance, with_relevance
+    from newsflow.profiles import rank
     from newsflow.profiles.vectors import interest_profile, relevance
     from newsflow.text.tokenize import token_hash
 
@@ -110,21 +119,21 @@ def test_entries_keep_what_profile_ranking_reads() -> None:
     ip = interest_profile({token_hash("exoplanet"): 1.0, token_hash("category:science"): 0.5})
     full = [relevance(r, ip) for r in recs]
     entries = digest_entries(recs, profile_terms=True)
-    assert [e["category"] for e in entries] == [r["category"] for r in recs]
-    assert [relevance(e, ip) for e in entries] == full
-    assert [with_relevance(e, ip)["importance"] for e in entries] == [with_relevance(r, ip)["importance"] for r in recs]
-    plain = digest_entries(recs)  # without the packed features: only the kept words are read
-    assert "_ph" not in plain[0] and [relevance(e, ip) for e in plain] != full
+    assert [e.category for e in entries] == [r["category"] for r in recs]
+    assert [entry_relevance(e, ip) for e in entries] == full
+    assert [with_relevance(e, ip).importance for e in entries] == [rank.with_relevance(r, ip)["importance"] for r in recs]
+    plain = digest_entries(recs)  # without the packed features: only the title and meta terms are read
+    assert plain[0].profile_hashes is None and [entry_relevance(e, ip) for e in plain] != full
     # idempotent, and the packed features survive a snapshot
     assert digest_entries(entries, profile_terms=True) == entries
-    assert [relevance(e, ip) for e in pickle.loads(pickle.dumps(entries))] == full
+    assert [entry_relevance(e, ip) for e in pickle.loads(pickle.dumps(entries))] == full
 
 
 def test_digest_views_count_the_same_publishers_as_full_records() -> None:
     """The flow's digest view carries the publisher families looked up once upstream; the
     coverage it gives is the one the full records give (families, sightings included)."""
     from newsflow.feeds.tiers import BUILTIN_TIERS
-    from newsflow.flows.pipeline import _digest_view
+    from newsflow.flows.digest_windows import digest_view
 
     recs = _records(60)
     for i, r in enumerate(recs):
@@ -135,7 +144,7 @@ def test_digest_views_count_the_same_publishers_as_full_records() -> None:
                          "fetched_at": r["fetched_at"], "article_id": "z"}, {"feed_id": "h"}] if i % 3 == 0 else []
     family = BUILTIN_TIERS.family
     full = StoryCoverage().extend(recs, family)
-    views = [_digest_view(r, family) for r in recs]
+    views = [digest_view(r, family) for r in recs]
     assert all("url" not in v and "family" in v for v in views)
     from_views = StoryCoverage().extend(views)  # no table passed: the views' families count
     assert from_views.stories == full.stories
@@ -178,18 +187,15 @@ def test_coverage_expire_skips_only_calls_that_change_nothing():
                 assert fast.as_of(sid, now) == full.as_of(sid, now)
             assert fast.reliability_of("f", now) == full.reliability_of("f", now)
     assert skipped > 100  # (most calls change nothing)
-    # restored from a snapshot of before these fields, it sweeps on its next call
-    old = pickle.loads(pickle.dumps(fast))
-    for k in ("_horizon", "_low", "_dirty"):
-        object.__delattr__(old, k)
-    again = pickle.loads(pickle.dumps(old))
-    assert again._dirty and again._horizon is None
+    # resumed from a snapshot, it knows its last sweep
+    again = pickle.loads(pickle.dumps(fast))
+    assert (again._horizon, again._low, again._dirty) == (fast._horizon, fast._low, fast._dirty)
 
 
 def test_coverage_expire_by_hour_buckets_equals_a_full_scan():
     """``expire`` reads only the hour buckets below its horizon: random adds (late ones, stories
     that come back after expiring), horizons on and off the hour, and a resume from a snapshot
-    without buckets drop exactly the stories a scan of every story drops."""
+    drop exactly the stories a scan of every story drops."""
     rnd = random.Random(11)
     cov = StoryCoverage()
     last: dict[str, int] = {}  # the reference: each story's last fetch time
@@ -210,8 +216,7 @@ def test_coverage_expire_by_hour_buckets_equals_a_full_scan():
             assert cov.expire(horizon) == len(dead), step
             assert cov.stories.keys() == last.keys(), step
             assert all(cov.stories[s].last_ms == t for s, t in last.items())
-        if step == 2500:  # resumed from a snapshot taken before the buckets existed
-            object.__delattr__(cov, "_hours")
+        if step == 2500:  # resumed from a snapshot
             cov = pickle.loads(pickle.dumps(cov))
     assert 20 < len(last) < 80
 

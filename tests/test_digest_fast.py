@@ -5,6 +5,7 @@ collector pause around an assembly."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import random
@@ -17,11 +18,15 @@ import scipy.sparse as sp
 
 import newsflow.clustering.window as W
 import newsflow.digest.assemble as A
+import newsflow.digest.rescore as R
+import newsflow.digest.selection as S
+import newsflow.digest.topics as T
+from newsflow.core.gctune import gc_paused
 from newsflow.core.hashing import stable_id
 from newsflow.core.timeutil import ms_to_iso
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.coverage import StoryCoverage
-from newsflow.digest.entries import digest_entries
+from newsflow.digest.entries import DigestEntry, digest_entries
 from newsflow.scoring.importance import DEFAULT_SCORE_CONFIG
 from tests.test_digest_entries import START, WIN, _records
 
@@ -38,7 +43,7 @@ def test_py_round_is_round() -> None:
     xs += [2.675, 1.005, 0.125, 0.375, -0.0, 0.0, 1e300, -1e-300, 2.0**52 + 0.5, 2.0**60,
            math.inf, -math.inf, math.nan, 99.995, 100.0, 14.995]
     for nd in (0, 1, 2, 9, 15, 17):
-        got = A._py_round(np.array(xs), nd)
+        got = R.py_round(np.array(xs), nd)
         want = [round(x, nd) for x in xs]
         assert _bits(got) == _bits(want), nd
 
@@ -52,7 +57,7 @@ def test_builtin_sum_is_sum() -> None:
         col = [rng.choice([rng.uniform(0, 100), rng.uniform(-1e16, 1e16), rng.uniform(-1, 1) * 1e-9,
                            float(rng.randint(-3, 3)), 1e308, -1e308, 0.1, -0.0]) for _ in range(20_000)]
         cols.append(col)
-    got = A._builtin_sum([np.array(c) for c in cols]).tolist()
+    got = R._builtin_sum([np.array(c) for c in cols]).tolist()
     want = [sum(t) for t in zip(*cols, strict=True)]
     assert _bits(got) == _bits(want)
 
@@ -86,72 +91,78 @@ def _window_mix(seed: int = 5) -> list[dict]:
 def test_window_columns_equal_the_record_by_record_pass() -> None:
     ents = digest_entries(_window_mix())
     cfg = DigestConfig()
-    fast = A._window_columns(ents, WIN, cfg)
+    fast = S._window_columns(ents, WIN, cfg)
     assert fast is not None
-    slow = A._window_pass(ents, WIN, cfg, range(len(ents)), scored_too=True)
+    slow = S._window_pass(ents, WIN, cfg, range(len(ents)), scored_too=True)
     assert fast.aids == slow.aids and fast.arts == slow.arts
     assert (fast.duplicates, fast.copies) == (slow.duplicates, slow.copies)
-    for k in A._COLUMNS:
-        assert fast.cols[k] == [r.get(k) for r in slow.arts], k
-    # records that are not entries (no columns to pick) take the record-by-record pass
-    assert A._window_columns(_window_mix(), WIN, cfg) is None
+    for k in S._COLUMNS:
+        assert getattr(fast.cols, k) == [getattr(r, k) for r in slow.arts], k
+    # a scored entry without a time takes the record-by-record pass
+    assert S._window_columns(_timeless(ents), WIN, cfg) is None
+
+
+def _timeless(ents: list[DigestEntry]) -> list[DigestEntry]:
+    """The entries with the first scored one's times gone."""
+    i = next(i for i, e in enumerate(ents) if e.disposition in S.SCORED_DISPOSITIONS)
+    return [*ents[:i], dataclasses.replace(ents[i], published_ms=None, fetched_ms=None), *ents[i + 1:]]
 
 
 def _reference_select(records, window, config, adjust):
     """select_records and story_copies as they were before the one-pass selection (the spec)."""
     preferred = {}
     for r in records:
-        if r.get("disposition") != "exact_duplicate" or not r.get("preferred"):
+        if r.disposition != "exact_duplicate" or not r.preferred:
             continue
-        root = r.get("duplicate_of")
+        root = r.duplicate_of
         if not root:
             continue
         cur = preferred.get(root)
-        k = (int(r.get("word_count") or 0), str(r.get("key") or ""))
-        if cur is None or k > (int(cur.get("word_count") or 0), str(cur.get("key") or "")):
+        k = (int(r.word_count or 0), str(r.key or ""))
+        if cur is None or k > (int(cur.word_count or 0), str(cur.key or "")):
             preferred[root] = r
     latest, dup_keys = {}, set()
     for r in records:
         try:
-            t = A.article_time_ms(r, config.time_basis)
+            t = S.article_time_ms(r, config.time_basis)
         except (KeyError, TypeError, ValueError):
             continue
         if not window.start_ms <= t < window.end_ms:
             continue
-        disp = r.get("disposition")
-        if disp not in A.SCORED_DISPOSITIONS:
-            if disp in A.DUPLICATE_DISPOSITIONS:
-                dup_keys.add(str(r.get("key") or r.get("article_id") or ""))
+        disp = r.disposition
+        if disp not in S.SCORED_DISPOSITIONS:
+            if disp in S.DUPLICATE_DISPOSITIONS:
+                dup_keys.add(str(r.key or r.article_id or ""))
             continue
-        aid = r.get("article_id")
+        aid = r.article_id
         if not aid:
             continue
         aid = str(aid)
         cur = latest.get(aid)
-        if cur is None or A._record_key(r) > A._record_key(cur):
+        if cur is None or S.record_key(r) > S.record_key(cur):
             latest[aid] = r
     arts = [latest[a] for a in sorted(latest)]
     for i, r in enumerate(arts):
-        p = preferred.get(str(r["article_id"]))
+        p = preferred.get(str(r.article_id))
         if p is not None:
-            arts[i] = {**r, **{f: p.get(f) for f in A._SHOWN_FIELDS if p.get(f) is not None}}
+            arts[i] = dataclasses.replace(r, **{f: getattr(p, f) for f in S._SHOWN_FIELDS if getattr(p, f) is not None})
     arts = [adjust(r) for r in arts]
-    sel = [r for r in arts if A._score(r) >= config.min_importance]
+    sel = [r for r in arts if S.importance_of(r) >= config.min_importance]
     seen, copies = set(), {}
     for r in records:
-        if r.get("disposition") not in A.DUPLICATE_DISPOSITIONS or not r.get("story_id"):
+        if r.disposition not in S.DUPLICATE_DISPOSITIONS or not r.story_id:
             continue
-        key = str(r.get("article_id") or r.get("key") or "")
+        key = str(r.article_id or r.key or "")
         if key in seen:
             continue
         try:
-            if not window.contains(A.article_time_ms(r, config.time_basis)):
+            if not window.contains(S.article_time_ms(r, config.time_basis)):
                 continue
         except (KeyError, TypeError, ValueError):
             continue
         seen.add(key)
-        pub = str(r.get("publisher") or r.get("feed_id") or "")
-        copies.setdefault(str(r["story_id"]), []).append((pub, r.get("tier")))
+        pub = str(r.publisher or r.feed_id or "")
+        copies.setdefault(str(r.story_id), []).append((pub, r.tier))
     return sel, len(arts), len(dup_keys), copies
 
 
@@ -162,16 +173,17 @@ def test_selection_on_columns_equals_select_records(time_basis: str) -> None:
     for k in range(7):
         cov.add_health({"feed_id": f"f{k}", "at": ms_to_iso(START + k * 3_600_000), "reliability": 0.5 + k / 14})
     cfg = DigestConfig(time_basis=time_basis, min_importance=58.0)
-    for given in (digest_entries(recs), recs):  # entries (columns) and records (one by one)
-        want, n, dups, copies = _reference_select(given, WIN, cfg, A._rescorer(cov, WIN.end_ms))
-        assert A.select_records(given, WIN, cfg, adjust=A._rescorer(cov, WIN.end_ms)) == (want, n, dups)
-        assert A.story_copies(given, WIN, cfg) == copies
-        w = A._window_records(given, WIN, cfg)
-        sel = A._select(w, cov, WIN.end_ms, cfg, DEFAULT_SCORE_CONFIG)
+    ents = digest_entries(recs)
+    for given in (ents, _timeless(ents)):  # on columns, and one by one
+        want, n, dups, copies = _reference_select(given, WIN, cfg, R._rescorer(cov, WIN.end_ms))
+        assert S.select_records(given, WIN, cfg, adjust=R._rescorer(cov, WIN.end_ms)) == (want, n, dups)
+        assert S.story_copies(given, WIN, cfg) == copies
+        w = S.window_records(given, WIN, cfg)
+        sel = R.select_rescored(w, cov, WIN.end_ms, cfg, DEFAULT_SCORE_CONFIG)
         assert (len(w.arts), w.duplicates, w.copies) == (n, dups, copies)
-        assert [dict(r) for r in sel] == [dict(r) for r in want]
-        assert sel.scores == [A._score(r) for r in want]
-        assert sel.aids == [r["article_id"] for r in want]
+        assert list(sel) == want
+        assert sel.scores == [S.importance_of(r) for r in want]
+        assert sel.aids == [r.article_id for r in want]
         assert 0 < len(sel) < n and copies
 
 
@@ -180,25 +192,26 @@ def test_rescore_fast_path_equals_the_rescorer() -> None:
     cov = StoryCoverage().extend(recs)
     for k in range(7):
         cov.add_health({"feed_id": f"f{k}", "at": ms_to_iso(START + k * 3_600_000), "reliability": 0.3 + k / 10})
-    w = A._window_records(digest_entries(recs), WIN, DigestConfig())
-    fast = A._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
+    w = S.window_records(digest_entries(recs), WIN, DigestConfig())
+    fast = R._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
     assert fast is not None
-    adjust = A._rescorer(cov, WIN.end_ms)
+    adjust = R._rescorer(cov, WIN.end_ms)
     want = [adjust(r) for r in w.arts]
-    assert _bits(fast[0]) == _bits([r["importance"] for r in want])
-    assert [c[1] if c else None for c in fast[1]] == [r["story_tiers"] for r in want]
+    assert _bits(fast[0]) == _bits([r.importance for r in want])
+    assert [c[1] if c else None for c in fast[1]] == [r.story_tiers for r in want]
     # ints and bools among the floats compute as the builtin float * int does; a string, None
     # or an int beyond int64 take the record-by-record path
     for k, v in ((0, 100), (1, True), (2, 2**62 + 1)):
-        w.cols["importance_components"][k] = c = {**w.cols["importance_components"][k], "recency": v}
-        w.arts[k] = {**w.arts[k], "importance_components": c}
-        got = A._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
-        assert got is not None and _bits(got[0][: k + 1]) == _bits([adjust(r)["importance"] for r in w.arts[: k + 1]])
+        w.cols.importance_components[k] = c = {**w.cols.importance_components[k], "recency": v}
+        w.arts[k] = dataclasses.replace(w.arts[k], importance_components=c)
+        got = R._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
+        assert got is not None and _bits(got[0][: k + 1]) == _bits([adjust(r).importance for r in w.arts[: k + 1]])
     for v in ("5", None, 2**70):
-        odd = [dict(c) for c in w.cols["importance_components"]]
+        odd = [dict(c) for c in w.cols.importance_components]
         odd[5]["depth"] = v
-        assert A._rescore_fast(A._WindowRecords(w.arts, w.aids, {**w.cols, "importance_components": odd},
-                                                0, {}), cov, WIN.end_ms, DEFAULT_SCORE_CONFIG) is None
+        cols = dataclasses.replace(w.cols, importance_components=odd)
+        assert R._rescore_fast(S.WindowRecords(w.arts, w.aids, cols, 0, {}), cov, WIN.end_ms,
+                               DEFAULT_SCORE_CONFIG) is None
 
 
 # ---- clustering ------------------------------------------------------------------------
@@ -254,7 +267,7 @@ def test_row_centroid_dots() -> None:
         C.eliminate_zeros()
         C.sort_indices()
         want = [float(X[i].multiply(C[int(cid[i])]).sum()) for i in range(400)]
-        assert np.allclose(A._row_centroid_dots(X, C, cid), want, rtol=1e-12, atol=1e-15)
+        assert np.allclose(T._row_centroid_dots(X, C, cid), want, rtol=1e-12, atol=1e-15)
 
 
 def test_exact_dots_are_the_sparse_products() -> None:
@@ -320,7 +333,7 @@ def test_story_groups_of_columns() -> None:
 
 def test_joined_id_is_stable_id() -> None:
     for parts in ([], ["a"], ["a", "b"], ["ab"], ["x\ud800y", "é", ""], [f"id{i}" for i in range(500)]):
-        assert A._joined_id(parts) == stable_id(*parts)
+        assert T._joined_id(parts) == stable_id(*parts)
 
 
 # ---- the garbage collector pause -------------------------------------------------------
@@ -330,7 +343,7 @@ def test_gc_is_paused_during_assembly_and_restored() -> None:
 
     def spy(*a, **k):
         seen.append(gc.isenabled())
-        with A._gc_paused():  # re-entrant
+        with gc_paused():  # re-entrant
             seen.append(gc.isenabled())
         seen.append(gc.isenabled())
         return orig(*a, **k)
@@ -352,16 +365,15 @@ def test_gc_is_paused_during_assembly_and_restored() -> None:
 
 def test_scores_rescored_from_entries_and_records_agree() -> None:
     """A whole digest: records with every unusual case give the same bytes as their entries
-    (columns) and as their entries with one lacking a field (record by record)."""
+    (columns), and entries with one that has no time (record by record) the same bytes as
+    the entries without it."""
     recs = _window_mix(seed=8)
     cov = StoryCoverage().extend(recs)
     a = orjson.dumps(A.assemble_digest(recs, WIN, coverage=cov))
     ents = digest_entries(recs)
     b = orjson.dumps(A.assemble_digest(ents, WIN, coverage=cov))
-    odd = [dict(e) for e in ents]
-    del odd[3]["tier"]
-    c = orjson.dumps(A.assemble_digest(odd, WIN, coverage=cov))
     assert a == b
-    odd_want = orjson.dumps(A.assemble_digest([{**e, "tier": e.get("tier")} if i == 3 else e
-                                               for i, e in enumerate(odd)], WIN, coverage=cov))
-    assert c == odd_want
+    odd = _timeless(ents)
+    i = next(i for i, (e, o) in enumerate(zip(ents, odd, strict=True)) if e is not o)
+    c = orjson.dumps(A.assemble_digest(odd, WIN, coverage=cov))
+    assert c == orjson.dumps(A.assemble_digest([*ents[:i], *ents[i + 1:]], WIN, coverage=cov))

@@ -26,11 +26,11 @@ from newsflow.flows.digest_windows import (
     WindowClose,
     WindowDraft,
     WindowEntry,
-    WindowLogic,
     WindowSeal,
     WindowSkip,
     windows_touching_hour,
 )
+from newsflow.flows.steps.digest_window import WindowLogic
 from newsflow.samples.demo import demo_payloads
 from newsflow.scoring.importance import score_record
 
@@ -76,7 +76,7 @@ def test_a_window_drafts_the_same_digest_whatever_order_its_messages_come_in() -
     seals = []
     for shard, part, part_recs in (("sa", a, recs[:15]), ("sb", b, recs[15:])):
         stories, feeds = _coverage_at(cov, part_recs, w.end_ms)
-        seals.append(WindowSeal(w, shard, tuple(e["article_id"] for e in part), {}, stories, feeds))
+        seals.append(WindowSeal(w, shard, tuple(e.article_id for e in part), {}, stories, feeds))
     close = WindowClose(w, ("sa", "sb"), {}, True, None)
     configs = (s.digests.schedule(), s.digests.to_config(), s.scoring.to_config())
     want = draft_digest(entries, w, schedule=configs[0], feed_health={}, config=configs[1], final=True,
@@ -108,12 +108,11 @@ def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest
     """With recovery, a window key's snapshot carries its entries as frozen chunks (frozen
     once full, then carried as bytes), not re-pickled whole: an epoch's arrivals join the last
     chunk until it holds ``CHUNK_ENTRIES``, then start a new one. A key resumed from a
-    snapshot taken after any message (and from a snapshot of before the chunks, whose entries
-    sit in the state) drafts the digest of an uninterrupted key."""
-    from newsflow.core.snapshot import make_snapshot, restore
-    from newsflow.flows import digest_windows
+    snapshot taken after any message drafts the digest of an uninterrupted key."""
+    from newsflow.core.snapshot import restore
+    from newsflow.flows.steps import digest_window
 
-    monkeypatch.setattr(digest_windows, "CHUNK_ENTRIES", chunk)
+    monkeypatch.setattr(digest_window, "CHUNK_ENTRIES", chunk)
 
     s = Settings()
     w = DigestWindow("rolling", START, START + HOUR_MS)
@@ -121,7 +120,7 @@ def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest
     entries = digest_entries(recs)
     cov = StoryCoverage().extend(recs)
     stories, feeds = _coverage_at(cov, recs, w.end_ms)
-    seal = WindowSeal(w, "sa", tuple(e["article_id"] for e in entries), {}, stories, feeds)
+    seal = WindowSeal(w, "sa", tuple(e.article_id for e in entries), {}, stories, feeds)
     configs = (s.digests.schedule(), s.digests.to_config(), s.scoring.to_config())
     want = draft_digest(entries, w, schedule=configs[0], feed_health={}, config=configs[1], final=True,
                         coverage=CoverageAt(w.end_ms, stories, feeds),  # type: ignore[arg-type]
@@ -148,24 +147,13 @@ def test_a_window_resumed_from_its_snapshots_at_any_point_drafts_the_same_digest
         ((_, d),) = drafts
         assert orjson.dumps(d.draft.digest) == orjson.dumps(want.digest)
         assert len(before) <= len(entries) // chunk + 1
-    # a snapshot written before the chunks: the entries in the state
-    old = WindowLogic(s, None, {"rolling": "dt:rolling"}, configs)
-    for e in entries[:20]:
-        old.on_item(WindowEntry(e))
-    legacy = make_snapshot("digest_window", {"state": old.st}, freeze=True)
-    logic = WindowLogic(s, legacy, {"rolling": "dt:rolling"}, configs, recovery=True)
-    logic = WindowLogic(s, logic.snapshot(), {"rolling": "dt:rolling"}, configs, recovery=True)
-    rest = [WindowEntry(e) for e in entries[20:]] + [seal, WindowClose(w, ("sa",), {}, True, None)]
-    out = [x for m in rest for x in logic.on_item(m)[0]]
-    ((_, d),) = out
-    assert orjson.dumps(d.draft.digest) == orjson.dumps(want.digest)
 
 
 def test_a_skipped_window_ends_once_its_seals_are_in_without_a_draft() -> None:
     s = Settings()
     w = DigestWindow("rolling", START, START + HOUR_MS)
     (e,) = digest_entries(_records(1, w))
-    seal = WindowSeal(w, "sa", (e["article_id"],), {}, {}, {})
+    seal = WindowSeal(w, "sa", (e.article_id,), {}, {}, {})
     configs = (s.digests.schedule(), s.digests.to_config(), s.scoring.to_config())
     for msgs in itertools.permutations([WindowEntry(e), seal, WindowSkip(("sa",))]):
         logic = WindowLogic(s, None, {}, configs)
@@ -221,7 +209,7 @@ def test_the_digests_of_the_labelled_real_day_are_the_same_with_two_processes(tm
 def test_a_store_from_before_the_per_window_digests_is_refused() -> None:
     """Its digests' state sits under steps the flow no longer has: resuming would lose open windows."""
     from newsflow.core.snapshot import SnapshotFormatError, make_snapshot
-    from newsflow.flows.pipeline import STEP_STORIES, StoriesLogic
+    from newsflow.flows.steps.stories import STEP_STORIES, StoriesLogic
 
     old = make_snapshot(STEP_STORIES, {}, freeze=False)
     old["version"] = 4
@@ -250,7 +238,8 @@ def test_an_article_late_for_a_sealed_window_is_counted_and_not_sent_to_it() -> 
     only to the windows still open."""
     from prometheus_client import REGISTRY
 
-    from newsflow.flows.digest_windows import FeederLogic, FeederTick
+    from newsflow.flows.digest_windows import FeederTick
+    from newsflow.flows.steps.digest_feeder import FeederLogic
     from newsflow.model.messages import FromShard, ScoredArticle, ShardWatermark
 
     def late() -> float:
@@ -269,7 +258,7 @@ def test_an_article_late_for_a_sealed_window_is_counted_and_not_sent_to_it() -> 
     out, _ = feeder.on_item(FromShard("st00", ShardWatermark(START + 30 * HOUR_MS)))  # seals them
     seals = [m for _, m in out if isinstance(m, WindowSeal)]
     assert {m.window.digest_type for m in seals} == {"rolling", "morning_brief", "midday_update", "evening_recap"}
-    assert all(m.ids == (entry["article_id"],) for m in seals if m.window.contains(entry["fetched_ms"]))
+    assert all(m.ids == (entry.article_id,) for m in seals if m.window.contains(entry.fetched_ms))
     (tick,) = [m for _, m in out if isinstance(m, FeederTick)]
     assert set(tick.sealed) == {m.window for m in seals}
     out, _ = feeder.on_item(FromShard("st00", ScoredArticle(rec, entry)))  # the same fetch time again
@@ -281,7 +270,8 @@ def test_the_clock_holds_a_profiles_weights_only_while_a_window_waits_for_them()
     """The profile step reports its weights at every window end; the clock keeps those of the
     windows of the profile's types until their closes are sent, and drops the others once its
     watermark has passed them."""
-    from newsflow.flows.digest_windows import DigestClockLogic, FeederTick, ProfileClose
+    from newsflow.flows.digest_windows import FeederTick, ProfileClose
+    from newsflow.flows.steps.digest_clock import DigestClockLogic
     from newsflow.model.messages import ProfileAt
 
     s = Settings(stories={"shards": 1})
@@ -306,13 +296,13 @@ def test_feeder_slims_pickle_as_field_tuples_and_read_older_pickles(monkeypatch:
     they go as field tuples (``fast_pickle``), and a pickle of before (slot dicts) still loads."""
     import pickle
 
-    from newsflow.flows.digest_windows import _Slim
+    from newsflow.flows.digest_windows import SlimEntry
 
-    s = _Slim("a1", "s1", "f1", START, False)
-    assert _Slim.__reduce__(s)[0] is _Slim
+    s = SlimEntry("a1", "s1", "f1", START, False)
+    assert SlimEntry.__reduce__(s)[0] is SlimEntry
     assert pickle.loads(pickle.dumps([s, s])) == [s, s]
     with monkeypatch.context() as m:  # pickled as before: pickle's default for a slotted class
-        m.setattr(_Slim, "__reduce__", object.__reduce__)
+        m.setattr(SlimEntry, "__reduce__", object.__reduce__)
         before = pickle.dumps([s], protocol=pickle.HIGHEST_PROTOCOL)
     assert len(before) > len(pickle.dumps([s], protocol=pickle.HIGHEST_PROTOCOL))
     assert pickle.loads(before) == [s]

@@ -11,8 +11,10 @@ from typing import Any
 import orjson
 
 from newsflow.core.exactbytes import exact_size
-from newsflow.flows.pipeline import _record_output
+from newsflow.dedup.story_state import StoryLead, StoryView
+from newsflow.flows.outputs import record_output, story_output
 from newsflow.model.messages import MergedArticle, ScoredArticle, StoryUpdate
+from newsflow.wire.codec import story_record
 
 
 def _record(i: int) -> dict[str, Any]:
@@ -41,11 +43,11 @@ def test_exact_size_keeps_the_bytes_and_drops_orjsons_buffer() -> None:
 
 
 def test_article_and_story_outputs_are_exact_size() -> None:
-    """The records a story shard emits (and emits again after a merge) reach the sinks as
-    exact-size bytes, equal to ``dumps`` of the record."""
+    """The records a story shard emits (and emits again after a merge) and its stories records
+    reach the sinks as exact-size bytes, equal to ``dumps`` of the record."""
     size = len(orjson.dumps(_record(0)))
-    for kind, key in ((ScoredArticle, "key"), (MergedArticle, "key"), (StoryUpdate, "story_id")):
-        select = _record_output("topic", kind, key)
+    for kind, key in ((ScoredArticle, "key"), (MergedArticle, "key")):
+        select = record_output("topic", kind, key)
 
         def value(i: int, kind: Any = kind, select: Any = select) -> bytes:
             out = select(("st00", kind(_record(i))))
@@ -55,3 +57,20 @@ def test_article_and_story_outputs_are_exact_size() -> None:
         held, kept = _held_per_object(value)
         assert kept == [orjson.dumps(_record(i)) for i in range(200)]
         assert held < size + 100, kind
+    stories = story_output("topic")
+
+    def story_value(i: int) -> bytes:
+        out = stories(("st00", StoryUpdate(_story(i))))
+        assert out is not None and out.key == f"s{i}".encode()
+        return out.value
+
+    size = len(orjson.dumps(story_record(_story(0))))
+    held, kept = _held_per_object(story_value)
+    assert kept == [orjson.dumps(story_record(_story(i))) for i in range(200)]
+    assert held < size + 100
+
+
+def _story(i: int) -> StoryView:
+    lead = StoryLead(f"a{i}", f"Title {i} " + "w" * 1500, None, "P", 50.0)
+    return StoryView(f"s{i}", "active", 1_700_000_000_000, 1_700_000_000_000, 1_700_000_000_000, 1, (f"a{i}",),
+                     ("P",), ("T1",), "breaking", lead, f"Label {i}", 50.0, 50.0)

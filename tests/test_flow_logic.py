@@ -29,18 +29,10 @@ from newsflow.core.snapshot import (
 )
 from newsflow.core.timeutil import iso_to_ms, ms_to_iso
 from newsflow.feeds.normalize import normalize_payload
-from newsflow.flows.pipeline import (
-    STEP_DEDUP,
-    STEP_PARSE,
-    STEP_STORIES,
-    DedupLogic,
-    ParseLogic,
-    StoriesLogic,
-    route_to_stories,
-    shard_keys,
-    story_key,
-    story_keys,
-)
+from newsflow.flows.keys import route_to_stories, shard_keys, story_key, story_keys
+from newsflow.flows.steps.dedup import STEP_DEDUP, DedupLogic
+from newsflow.flows.steps.parse import STEP_PARSE, ParseLogic
+from newsflow.flows.steps.stories import STEP_STORIES, StoriesLogic
 from newsflow.model.messages import (
     Deduped,
     FromShard,
@@ -56,7 +48,7 @@ from newsflow.model.messages import (
 from newsflow.model.records import Article
 from newsflow.runtime.placement import key_name
 from newsflow.samples.demo import demo_payloads
-from newsflow.wire.codec import encode_raw
+from newsflow.wire.codec import encode_raw, story_record
 from newsflow.wire.contracts import validate
 
 SETTINGS = Settings(dedup=DedupSettings(shards=2), stories=StorySettings(shards=1))
@@ -170,10 +162,10 @@ def test_stories_logic_releases_only_when_every_dedup_shard_ticked() -> None:
     updates = [m for m in released if isinstance(m, StoryUpdate)]
     assert len(scored) == len(items) and released[-1] == ShardWatermark(wm)
     # one stories record per story touched by the released batch, after its articles
-    assert sorted(u.record["story_id"] for u in updates) == sorted({m.record["story_id"] for m in scored})
+    assert sorted(u.story.story_id for u in updates) == sorted({m.record["story_id"] for m in scored})
     assert len(scored) + len(updates) + 1 == len(released)
     for u in updates:
-        validate("stories", orjson.dumps(u.record))
+        validate("stories", orjson.dumps(story_record(u.story)))
     # and through Bytewax: the same records, in the same order
     both = run_step(STEP_STORIES, lambda r: StoriesLogic(SETTINGS, r, False),
                     [*items, ("st00", tick), ("st00", tick2)])
@@ -362,7 +354,7 @@ def test_a_story_carried_by_one_organisations_feeds_has_one_publisher() -> None:
     assert len(recs) == 3 and len({r["story_id"] for r in recs}) == 1, [r["disposition"] for r in recs]
     assert [r["story_publishers"] for r in recs] == [1, 2, 2]
     assert recs[2]["importance_components"]["corroboration"] == 50.0  # (three feeds, two publishers)
-    [story] = [m.record for m in out if isinstance(m, StoryUpdate)]
+    [story] = [story_record(m.story) for m in out if isinstance(m, StoryUpdate)]
     assert story["publishers"] == ["bbc.co.uk", "cnn.com"] and story["publisher_count"] == 2
 
 
@@ -418,7 +410,7 @@ def test_digest_steps_get_the_health_fields_they_read_and_report_the_same():
     import random
 
     from newsflow.digest.health import REPORT_FIELDS, FeedHealthAccumulator, report_view
-    from newsflow.flows.pipeline import _from_shards
+    from newsflow.flows.digest_windows import digest_inputs
     from newsflow.model.messages import HealthReport
     from newsflow.wire.codec import health_record
 
@@ -433,7 +425,7 @@ def test_digest_steps_get_the_health_fields_they_read_and_report_the_same():
         full.add(r)
         slim.add(report_view(r))
     assert full.summary() == slim.summary()
-    [(_, sent)] = _from_shards(Settings())([("st00", HealthReport("0:1", recs[0]))])
+    [(_, sent)] = digest_inputs(Settings())([("st00", HealthReport("0:1", recs[0]))])
     assert isinstance(sent, FromShard) and isinstance(sent.message, HealthReport)
     assert sent.message.record == {k: recs[0][k] for k in REPORT_FIELDS if k in recs[0]}
     assert "etag" in recs[0] and "etag" not in sent.message.record

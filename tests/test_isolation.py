@@ -7,7 +7,9 @@ from bytewax.operators import StatefulLogic
 
 from newsflow.config import FlowSettings, Settings
 from newsflow.flows.isolation import Isolated, isolated
-from newsflow.flows.pipeline import DedupLogic, by_key, output_guard
+from newsflow.flows.keys import by_key
+from newsflow.flows.outputs import output_guard
+from newsflow.flows.steps.dedup import DedupLogic
 from newsflow.model.messages import Output, ParsedArticle, Tick
 from newsflow.runtime.pickling import Batch
 from newsflow.wire.contracts import validate

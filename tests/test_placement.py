@@ -8,8 +8,7 @@ from collections import defaultdict
 
 from newsflow.config import FlowSettings, Settings
 from newsflow.core.hashing import shard_of
-from newsflow.flows.digest_windows import trend_keys
-from newsflow.flows.pipeline import shard_keys, story_key, story_keys
+from newsflow.flows.keys import shard_keys, story_key, story_keys, trend_keys
 from newsflow.runtime.placement import input_keys, key_name, placed_key, worker_of
 from tests.test_flow_logic import demo_articles
 

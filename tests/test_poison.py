@@ -116,7 +116,7 @@ def test_journal_overwrites_its_file_in_place_leaving_no_old_bytes(tmp_path: Pat
 
 def test_the_poison_dead_letter_names_the_feed_and_fetch_time_of_its_message(tmp_path: Path) -> None:
     """Read off the envelope's head without parsing the message (parsing it is what killed)."""
-    from newsflow.flows.pipeline import ParseLogic
+    from newsflow.flows.steps.parse import ParseLogic
     from newsflow.wire.codec import encode_raw
 
     at = 1_772_431_200_000

@@ -16,9 +16,10 @@ import pytest
 
 from newsflow.cli.main import main as digest_cli
 from newsflow.core.timeutil import HOUR_MS
-from newsflow.digest.assemble import assemble_digest, digest_memory
+from newsflow.digest.assemble import assemble_digest
 from newsflow.digest.render import safe_url, to_html, to_markdown
 from newsflow.digest.schedule import DigestWindow
+from newsflow.digest.trends import digest_memory
 from tests.test_digest import START, WIN, rec, standard_records
 
 SECTIONS = ["Top Stories", "Noteworthy", "Also Mentioned", "Feed Health Report"]

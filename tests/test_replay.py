@@ -19,7 +19,7 @@ BASE_TOML = "[digests]\nrolling_minutes = 60\n"
 #: earlier are no longer recognised (a short dedup window alone changes no disposition: dedup
 #: keeps an article as long as the story state may know it)
 SHORT_DEDUP_TOML = ("[dedup]\nwindow_hours = 0.16666666666666666\n"
-                    "[stories]\nwindow_hours = 0.16666666666666666\nslab_hours = 0.08333333333333333\n")
+                    "[stories]\nwindow_hours = 0.16666666666666666\n")
 
 
 def item(aid: str, score: float, stories: list[str] | None = None, title: str | None = None) -> dict[str, Any]:

@@ -24,8 +24,7 @@ from pathlib import Path
 import pytest
 
 from newsflow.config import FlowSettings, Settings
-from newsflow.flows.digest_windows import trend_keys
-from newsflow.flows.pipeline import shard_keys, story_keys
+from newsflow.flows.keys import shard_keys, story_keys, trend_keys
 from newsflow.runtime import BYTEWAX
 from newsflow.runtime.placement import input_keys, key_name, worker_of
 from tests.cluster_addresses import loopback_addresses

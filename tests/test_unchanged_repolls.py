@@ -87,7 +87,7 @@ def test_a_story_clock_that_stands_still_makes_no_revision_of_an_item_dedup_forg
              for k in range(10)]  # the same three items for 20 hours, nothing new published
     write_archive(polls, tmp_path / "in.jsonl")
     settings = Settings.model_validate({"dedup": {"window_hours": 0.5},
-                                        "stories": {"window_hours": 1, "slab_hours": 0.5}})
+                                        "stories": {"window_hours": 1}})
     run_file_flow(str(tmp_path / "in.jsonl"), str(tmp_path / "out"), settings)
     recs = _articles(tmp_path / "out")
     _assert_no_fake_revisions(recs)

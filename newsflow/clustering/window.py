@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -513,7 +513,7 @@ def group_rows(X: sp.csr_matrix, group: np.ndarray, n_groups: int) -> sp.csr_mat
 
 
 def cluster_articles(
-    X: sp.csr_matrix, sel: Sequence[Mapping[str, Any]], config: ClusteringParams,
+    X: sp.csr_matrix, sel: Sequence[object], config: ClusteringParams,
     *, groups: tuple[np.ndarray, int] | None = None,
 ) -> np.ndarray:
     """Topic labels of the window's articles (-1 = standalone).
@@ -522,18 +522,19 @@ def cluster_articles(
     each story's articles (already matched as duplicates/same event upstream) are one point,
     its centroid, weighted by its article count, so a story is never split and DBSCAN sees
     far fewer points. ``n_topics`` switches to Agglomerative Ward. ``groups``:
-    :func:`story_groups` of ``sel`` when the caller has it.
+    :func:`story_groups` of ``sel`` (records) when the caller has it; without it ``sel`` are
+    the articles' records.
     """
     if config.n_topics:
         if config.group_by_story:
-            group, ng = groups if groups is not None else story_groups(sel)
+            group, ng = groups if groups is not None else story_groups(cast(Sequence[Mapping[str, Any]], sel))
             if ng < len(sel):
                 per_story = ward_labels(group_rows(X, group, ng), config.n_topics, config)
                 per_member: np.ndarray = per_story[group]
                 return per_member
         return ward_labels(X, config.n_topics, config)
     if config.group_by_story:
-        group, ng = groups if groups is not None else story_groups(sel)
+        group, ng = groups if groups is not None else story_groups(cast(Sequence[Mapping[str, Any]], sel))
         if ng < len(sel):
             G = group_rows(X, group, ng)
             w = np.bincount(group, minlength=ng).astype(np.float64)

@@ -340,7 +340,7 @@ class _ZlibStage:
         return bytes(out)
 
     def flush(self, limit: int) -> bytes:
-        out = self._d.flush(max(limit, 0) + 1)
+        out: bytes = self._d.flush(max(limit, 0) + 1)
         if len(out) > limit:
             msg = "decoded body over the cap"
             raise BodyTooLargeError(msg)

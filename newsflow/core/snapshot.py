@@ -24,10 +24,10 @@ from typing import Any
 import zstandard
 
 FORMAT = "newsflow-state"
-#: bump when a step's fields change meaning (adding a field does not need a bump); 6: the story
-#: shard's article features and the dedup shards' GUID entries as columns, the digests assembled
-#: per window (``newsflow.flows.digest_windows``) with a window's entries as frozen chunks
-VERSION = 6
+#: bump when a step's fields change meaning or a pickled class moves (adding a field does not
+#: need a bump); 7: the digest steps' drafts and feeder entries are classes of
+#: ``newsflow.digest.trends`` and ``newsflow.flows.digest_windows``
+VERSION = 7
 #: the oldest version this release resumes from: only the current layout is read; a recovery
 #: directory of an earlier release is refused with one line saying to start from a new directory
 #: and replay the input (a replay rebuilds every step's state from ``feeds.raw``)
@@ -99,7 +99,13 @@ def restore(step: str, resume: object, *, min_version: int = MIN_VERSION) -> dic
     ...     print(str(e)[:60])
     step 'dedup': the recovery snapshot is not in the newsflow-s
     """
-    snap = thaw(resume) if isinstance(resume, bytes | bytearray) else resume
+    try:
+        snap = thaw(resume) if isinstance(resume, bytes | bytearray) else resume
+    except (AttributeError, ImportError) as e:  # a class this release no longer has there
+        msg = (f"step {step!r}: the recovery snapshot names a class this release does not have ({e}): "
+               "it is from another release; resume is refused: start from a new recovery directory "
+               "and replay the input")
+        raise SnapshotFormatError(msg) from e
     if not isinstance(snap, dict) or snap.get("format") != FORMAT:
         msg = (
             f"step {step!r}: the recovery snapshot is not in the {FORMAT} format (an older "

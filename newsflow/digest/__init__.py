@@ -1,3 +1,3 @@
-"""Step 6, digests: event-time schedule, assembly (sections, leads, labels, trends), the feed
+"""Digests: event-time schedule, assembly (sections, leads, labels, trends), the feed
 health report, Markdown/HTML rendering.
 """

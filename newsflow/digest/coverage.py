@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms
 from newsflow.feeds.tiers import BUILTIN_TIERS
 
 
-def _ms(v: Any) -> int | None:
+def _ms(v: object) -> int | None:
     if isinstance(v, int):
         return v
     if isinstance(v, str) and v:
@@ -28,6 +28,16 @@ def _ms(v: Any) -> int | None:
         except ValueError:
             return None
     return None
+
+
+class CoverageAsOf(Protocol):
+    """What a window's re-scoring reads of the story coverage: a story's publishers and tiers,
+    a feed's reliability, as of the window's end (:class:`StoryCoverage`, or the part of it a
+    window's key is sent)."""
+
+    def as_of(self, story_id: str | None, end_ms: int) -> tuple[list[str], list[str]]: ...
+
+    def reliability_of(self, feed_id: str | None, end_ms: int) -> float | None: ...
 
 
 @dataclass(slots=True)
@@ -60,21 +70,6 @@ class StoryCoverage:
     #: the bucket of its current hour, and maybe stale in earlier ones): :meth:`expire` reads
     #: only the buckets below its horizon, not every story
     _hours: dict[int, list[str]] = field(default_factory=dict, repr=False, compare=False)
-
-    def __setstate__(self, state: Any) -> None:  # snapshots from before late merges lack them
-        for k, v in (state[1] if isinstance(state, tuple) else state).items():
-            object.__setattr__(self, k, v)
-        for k, default in (("merged", {}), ("_into", None), ("_horizon", None), ("_low", -(1 << 62)),
-                           ("_dirty", True), ("_hours", None)):
-            try:
-                getattr(self, k)
-            except AttributeError:
-                object.__setattr__(self, k, default)
-        if self._hours is None:  # a snapshot from before the hour buckets
-            hours: dict[int, list[str]] = {}
-            for sid, st in self.stories.items():
-                hours.setdefault(st.last_ms // HOUR_MS, []).append(sid)
-            object.__setattr__(self, "_hours", hours)
 
     def merge(self, gone: str, into: str, at_ms: int) -> None:
         """Story ``gone`` joined ``into`` at ``at_ms``: as of any later time, ``into``'s
@@ -155,7 +150,7 @@ class StoryCoverage:
             self.add(r, family)
         return self
 
-    def as_of(self, story_id: Any, end_ms: int) -> tuple[list[str], list[str]]:
+    def as_of(self, story_id: str | None, end_ms: int) -> tuple[list[str], list[str]]:
         """(publishers, tiers) of a story that had carried it before ``end_ms``, sorted; with
         the stories merged into it before then."""
         if not story_id:
@@ -175,7 +170,7 @@ class StoryCoverage:
                     todo.append((gone, max(at, since)))
         return sorted(pubs), sorted(tiers)
 
-    def reliability_of(self, feed_id: Any, end_ms: int) -> float | None:
+    def reliability_of(self, feed_id: str | None, end_ms: int) -> float | None:
         """The feed's latest reliability reported before ``end_ms`` (None: never reported)."""
         best = None
         for t, r in self.reliability.get(feed_id, ()) if feed_id else ():

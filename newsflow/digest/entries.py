@@ -2,55 +2,56 @@
 
 A digest window used to re-analyze the text of every article it contained (title x2 + 200 body
 words, stems, hashes) each time a window closed: five digest types meant five analyses per
-article, and a weekly window of 100k articles spent most of its 37 s there. An entry carries
-instead:
+article, and a weekly window of 100k articles spent most of its 37 s there. A
+:class:`DigestEntry` (frozen, slotted, built once by :func:`digest_entries` where the story
+step emits, read by every digest step) carries instead:
 
-* the record fields assembly reads (:data:`DIGEST_FIELDS`), strings interned so a snapshot
-  pickles each publisher / feed / tier / field name once;
-* ``_th`` / ``_tc``: the article's term vector, cut to its :data:`TERMS_KEPT` most frequent stem
-  hashes (title terms count twice, so they come first) as ``uint64`` / ``uint8`` bytes; TF-IDF
-  rows of a window are built from these in a few vectorized numpy calls
+* the record fields assembly reads, strings interned so a snapshot pickles each publisher /
+  feed / tier name once (not ``canonical_url``: a digest item links ``url``, and the story
+  coverage's publisher families come with the record's digest view);
+* ``term_hashes`` / ``term_counts``: the article's term vector, cut to its :data:`TERMS_KEPT`
+  most frequent stem hashes (title terms count twice, so they come first) as ``uint64`` /
+  ``uint8`` bytes; TF-IDF rows of a window are built from these in a few vectorized numpy calls
   (:func:`newsflow.clustering.window.tfidf_from_counts`);
-* ``_ph`` / ``_pc`` (only in a flow with profile digests): the article's profile features,
-  so profile relevance needs no text (:func:`newsflow.profiles.vectors.packed_features`);
-* ``_sc``: the story's (publishers, tiers) counts as the article was scored
+* ``profile_hashes`` / ``profile_counts`` (only in a flow with profile digests): the article's
+  profile features, so profile relevance needs no text
+  (:func:`newsflow.profiles.vectors.packed_features`, :func:`entry_relevance`);
+* ``story_counts``: the story's (publishers, tiers) counts as the article was scored
   (:func:`newsflow.scoring.importance.story_counts`), read by every window's re-scoring;
-* ``_bz``: the first :data:`BODY_WORDS_KEPT` body words, zlib-compressed (only a shown lead's
-  summary and a label's stem spellings read it back: :func:`body_text`).
+* ``body_z``: the first :data:`BODY_WORDS_KEPT` body words, zlib-compressed (only a shown
+  lead's summary and a label's stem spellings read it back: :func:`body_text`).
 
-Plain dicts (fast ``get`` in assembly, small pickles); about 1 KB per article pickled on
-UCI with synthetic 250-word bodies of random words (real bodies compress better) (``bench/bench_digest.py`` prints it).
+Pickled as a tuple of its fields (``fast_pickle``).
 """
 
 from __future__ import annotations
 
 import itertools
-import operator
 import sys
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from newsflow.core.timeutil import iso_to_ms
-from newsflow.profiles.vectors import packed_features
-from newsflow.scoring.importance import story_counts
+from newsflow.profiles.vectors import article_features, packed_features, unpacked_features
+from newsflow.runtime.pickling import fast_pickle
+from newsflow.scoring.importance import (
+    COMPONENTS,
+    DEFAULT_SCORE_CONFIG,
+    InterestProfile,
+    relevance_score,
+    story_counts,
+    weighted_importance,
+)
 from newsflow.text.tokenize import features_batch
 
-#: record fields the digest needs (the body is kept apart, cut and compressed)
-DIGEST_FIELDS = (
-    "key", "article_id", "feed_id", "publisher", "tier", "url", "title", "published_at", "fetched_at",
-    "disposition", "revision_no", "story_id", "story_publishers", "importance", "topic_id", "date_uncertain",
-    "preferred", "duplicate_of", "word_count", "story_tiers", "importance_components", "category",
-)
-# (not ``canonical_url``: a digest item links ``url``, and the story coverage's publisher
-# families come with the record's digest view, so nothing read it: ~90 bytes of an entry)
 #: most frequent stems kept per article (title stems count title_weight times: kept first)
 TERMS_KEPT = 20
 #: body words kept for summaries (a weekly summary is 100-150 words: here 100-120)
 BODY_WORDS_KEPT = 120
-_INTERNED = ("feed_id", "publisher", "tier", "disposition", "story_id", "topic_id", "category")
 
 
 def term_counts(
@@ -98,7 +99,7 @@ def _top_terms(h: np.ndarray, c: np.ndarray, keep: int) -> tuple[bytes, bytes]:
     return h.astype(np.uint64).tobytes(), np.minimum(c, 255).astype(np.uint8).tobytes()
 
 
-def _ms(v: Any) -> int | None:
+def _ms(v: object) -> int | None:
     if isinstance(v, int):
         return v
     try:
@@ -107,54 +108,144 @@ def _ms(v: Any) -> int | None:
         return None
 
 
+@fast_pickle  # (a window key's snapshots and every crossing pickle thousands of entries)
+@dataclass(frozen=True, slots=True)
+class DigestEntry:
+    """What the digest keeps of one ``articles`` record (see the module doc): built once, by
+    :func:`digest_entries`, read by every digest step."""
+
+    key: str | None
+    article_id: str
+    feed_id: str | None
+    publisher: str | None
+    tier: str | None
+    url: str | None
+    title: str | None
+    disposition: str | None
+    revision_no: int | None
+    story_id: str | None
+    #: the story's publishers: their count as the article was scored; a re-scored copy
+    #: (``newsflow.digest.rescore``) holds their names as of the window's end
+    story_publishers: int | list[str] | None
+    importance: float | None
+    topic_id: str | None
+    date_uncertain: bool | None
+    preferred: bool | None
+    duplicate_of: str | None
+    word_count: int | None
+    story_tiers: list[str] | None
+    #: the importance components (None: not scored, or a re-scored copy's)
+    importance_components: dict[str, float] | None
+    category: str | None
+    fetched_ms: int | None
+    published_ms: int | None
+    #: the first :data:`BODY_WORDS_KEPT` body words, zlib-compressed (:func:`body_text`)
+    body_z: bytes
+    #: the :data:`TERMS_KEPT` most frequent stem hashes (``uint64``) and their counts (``uint8``)
+    term_hashes: bytes
+    term_counts: bytes
+    #: the story's (publishers, tiers) counts as the article was scored
+    #: (:func:`newsflow.scoring.importance.story_counts`)
+    story_counts: tuple[int, int]
+    #: the profile features (:func:`newsflow.profiles.vectors.packed_features`), in a flow
+    #: with profile digests
+    profile_hashes: bytes | None = None
+    profile_counts: bytes | None = None
+
+    def coverage_record(self) -> dict[str, object]:
+        """What :meth:`newsflow.digest.coverage.StoryCoverage.add` reads of the entry."""
+        return {"story_id": self.story_id, "fetched_ms": self.fetched_ms, "publisher": self.publisher,
+                "feed_id": self.feed_id, "tier": self.tier, "url": self.url}
+
+
+#: an ``articles`` record (JSON fields) or its digest entry: what the digest functions take
+DigestInput = Mapping[str, Any] | DigestEntry
+
+
+def _interned(v: object) -> str | None:
+    if type(v) is str:  # (a vocabulary member, such as a Disposition, is one object already)
+        return sys.intern(v)
+    return v  # type: ignore[return-value]
+
+
 def digest_entries(
-    recs: Iterable[Mapping[str, Any]], *, title_weight: int = 2, body_words: int = 200,
+    recs: Iterable[DigestInput], *, title_weight: int = 2, body_words: int = 200,
     profile_terms: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[DigestEntry]:
     """The digest's entries of ``articles`` records (see the module doc). Idempotent: an entry
     given again is returned as it is. ``profile_terms`` (a flow with profile digests): the entry
-    also keeps the article's profile features (``_ph``/``_pc``,
-    :func:`newsflow.profiles.vectors.packed_features`), so a profile's relevance of the entry is
-    the relevance of the full record (title x2 + 200 body words + category/publisher terms),
-    not of the kept 120 words."""
+    also keeps the article's profile features (:func:`newsflow.profiles.vectors.packed_features`),
+    so a profile's relevance of the entry is the relevance of the full record (title x2 + 200
+    body words + category/publisher terms), not of the kept 120 words."""
     recs = list(recs)
-    if all(map(operator.contains, recs, itertools.repeat("_th"))):  # entries already (the flow's)
+    todo = [i for i, r in enumerate(recs) if not isinstance(r, DigestEntry)]
+    if not todo:  # entries already (the flow's)
         return recs  # type: ignore[return-value]
-    todo = [i for i, r in enumerate(recs) if "_th" not in r]
-    tv = term_counts([(recs[i].get("title") or "", recs[i].get("body_text") or "") for i in todo],
+    raw: list[Mapping[str, Any]] = [recs[i] for i in todo]  # type: ignore[misc]
+    tv = term_counts([(r.get("title") or "", r.get("body_text") or "") for r in raw],
                      title_weight=title_weight, body_words=body_words)
-    out: list[dict[str, Any]] = [r if "_th" in r else {} for r in recs]  # type: ignore[misc]
-    for i, (th, tc) in zip(todo, tv, strict=True):
-        r = recs[i]
-        d: dict[str, Any] = {k: r.get(k) for k in DIGEST_FIELDS}
-        for k in _INTERNED:
-            v = d[k]
-            if type(v) is str:  # (a vocabulary member, such as a Disposition, is one object already)
-                d[k] = sys.intern(v)
-        d["story_tiers"] = [sys.intern(t) for t in d["story_tiers"]] if d["story_tiers"] else d["story_tiers"]
-        if isinstance(d["story_publishers"], list):  # only the count is read (as of the story's coverage)
-            d["story_publishers"] = len(d["story_publishers"])
-        if d["article_id"] == d["key"]:  # (one string object: pickled once, kept once)
-            d["article_id"] = d["key"]
-        for k in ("fetched", "published"):
-            ms = r.get(f"{k}_ms")
-            d[f"{k}_ms"] = ms if isinstance(ms, int) else _ms(r.get(f"{k}_at"))
-        del d["fetched_at"], d["published_at"]
+    out: list[DigestEntry] = [r if isinstance(r, DigestEntry) else None for r in recs]  # type: ignore[misc]
+    for i, r, (th, tc) in zip(todo, raw, tv, strict=True):
+        tiers = r.get("story_tiers")
+        pubs = r.get("story_publishers")
+        key = r.get("key")
+        aid = r.get("article_id")
+        if aid is None:  # (an entry without an id is in no window)
+            aid = ""
+        if aid == key:  # (one string object: pickled once, kept once)
+            aid = key
+        # only the count of the story's publishers is kept (as of the story's coverage)
+        n_pubs = len(pubs) if isinstance(pubs, list) else pubs
+        tiers = [sys.intern(t) for t in tiers] if tiers else tiers
+        fetched, published = r.get("fetched_ms"), r.get("published_ms")
         body = r.get("body_text") or ""
         w = body.split(None, BODY_WORDS_KEPT)
-        d["_bz"] = zlib.compress(" ".join(w[:BODY_WORDS_KEPT]).encode(), 6) if w else b""
-        d["_th"], d["_tc"] = th, tc
-        d["_sc"] = story_counts(d)  # read by every window's re-scoring
-        if profile_terms:
-            d["_ph"], d["_pc"] = packed_features(r)
-        out[i] = d
+        ph, pc = packed_features(r) if profile_terms else (None, None)
+        out[i] = DigestEntry(
+            key, aid, _interned(r.get("feed_id")), _interned(r.get("publisher")), _interned(r.get("tier")),
+            r.get("url"), r.get("title"), _interned(r.get("disposition")), r.get("revision_no"),
+            _interned(r.get("story_id")), n_pubs,
+            r.get("importance"), _interned(r.get("topic_id")), r.get("date_uncertain"), r.get("preferred"),
+            r.get("duplicate_of"), r.get("word_count"),
+            tiers, r.get("importance_components"), _interned(r.get("category")),
+            fetched if isinstance(fetched, int) else _ms(r.get("fetched_at")),
+            published if isinstance(published, int) else _ms(r.get("published_at")),
+            zlib.compress(" ".join(w[:BODY_WORDS_KEPT]).encode(), 6) if w else b"",
+            th, tc, story_counts({"story_publishers": n_pubs, "story_tiers": tiers, "tier": r.get("tier")}),
+            ph, pc)
     return out
 
 
-def body_text(rec: Mapping[str, Any]) -> str:
-    """The record's body text: its own, or an entry's kept words."""
-    b = rec.get("body_text")
-    if b is not None:
-        return str(b)
-    z = rec.get("_bz")
+def unzip_body(z: bytes) -> str:
+    """The body words of :attr:`DigestEntry.body_z`."""
     return zlib.decompress(z).decode() if z else ""
+
+
+def body_text(e: DigestEntry) -> str:
+    """The entry's kept body words."""
+    return unzip_body(e.body_z)
+
+
+def entry_relevance(e: DigestEntry, profile: InterestProfile | None, default: float = 50.0) -> float:
+    """:func:`newsflow.profiles.vectors.relevance` of the entry's article: from its profile
+    features when it keeps them, else from its title and meta terms."""
+    if profile is None:
+        return default
+    if e.profile_hashes is not None and e.profile_counts is not None:
+        feats = unpacked_features(e.profile_hashes, e.profile_counts)
+    else:
+        feats = article_features({"title": e.title, "category": e.category, "publisher": e.publisher})
+    return round(relevance_score(feats, profile, default=default), 2)
+
+
+def with_relevance(e: DigestEntry, profile: InterestProfile | None) -> DigestEntry:
+    """:func:`newsflow.profiles.rank.with_relevance` of an entry: its relevance component from
+    ``profile`` and its importance re-weighted (an entry keeps no weights of its own: the
+    seed's); an entry without components (not scored) is returned as it is."""
+    comps = e.importance_components
+    if not isinstance(comps, dict) or not all(c in comps for c in COMPONENTS):
+        return e
+    new = dict(comps)
+    new["relevance"] = entry_relevance(e, profile)
+    return replace(e, importance_components=new,
+                   importance=round(weighted_importance(new, DEFAULT_SCORE_CONFIG.weights), 2))

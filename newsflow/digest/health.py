@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from newsflow.digest.record import FeedHealth, FeedRow
 from newsflow.model.vocab import UNHEALTHY_STATUSES
 
 # --------------------------------------------------------------------------------------
@@ -74,11 +75,11 @@ class FeedHealthAccumulator:
                 st.reliability = float(rec["reliability"])
             st.alert = rec.get("alert")
 
-    def summary(self, max_rows: int = 50) -> dict[str, Any]:
+    def summary(self, max_rows: int = 50) -> FeedHealth:
         polls = sum(s.polls for s in self._feeds.values())
         ok = sum(s.ok for s in self._feeds.values())
         errors = sum(s.errors for s in self._feeds.values())
-        rows = []
+        rows: list[FeedRow] = []
         for fid, s in sorted(self._feeds.items()):
             rate = s.ok / s.polls if s.polls else None
             unhealthy = (
@@ -119,14 +120,14 @@ class FeedHealthAccumulator:
         }
 
 
-def summarize_feed_health(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def summarize_feed_health(records: Iterable[Mapping[str, Any]]) -> FeedHealth:
     acc = FeedHealthAccumulator()
     for r in records:
         acc.add(r)
     return acc.summary()
 
 
-def window_health(by_hour: Mapping[int, Sequence[Mapping[str, Any]]], start_ms: int, end_ms: int) -> dict[str, Any]:
+def window_health(by_hour: Mapping[int, Sequence[Mapping[str, Any]]], start_ms: int, end_ms: int) -> FeedHealth:
     """The summary of the ``feed-health`` records kept by hour (``at // HOUR``) whose ``at`` is
     in ``[start_ms, end_ms)``, added in hour order (a digest step's window)."""
     from newsflow.core.timeutil import HOUR_MS, iso_to_ms

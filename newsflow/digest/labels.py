@@ -1,18 +1,25 @@
-"""Topic labels and summaries: the cluster's entity (phrases from :mod:`newsflow.text.entities`),
-extractive summaries.
+"""Topic labels and summaries (pure): the topic's entity (phrases from
+:mod:`newsflow.text.entities`), its label (the lead's headline, after "[Entity]: " when it does
+not name it), its top terms as the titles write them, and the lead's extractive summary; every
+text computation memoized by the texts it reads.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import struct
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-from newsflow.digest.entries import body_text
+import xxhash
+
+from newsflow.core.memo import BoundedMemo
+from newsflow.digest.entries import DigestEntry, unzip_body
+from newsflow.digest.topics import Cluster
 from newsflow.text.entities import capitalized_phrases, is_title_case, with_of_phrase
 from newsflow.text.sentences import split_sentences
+from newsflow.text.titles import short_headline
 from newsflow.text.tokenize import _analyze_word, words
 
 # --------------------------------------------------------------------------------------
@@ -20,31 +27,23 @@ from newsflow.text.tokenize import _analyze_word, words
 # --------------------------------------------------------------------------------------
 
 
-def body_key(rec: Mapping[str, Any]) -> str | bytes:
-    """What stands for a record's body in memo keys, without decompressing it: its
-    ``body_text``, or an entry's compressed words (:func:`newsflow.digest.entries.body_text`)."""
-    b = rec.get("body_text")
-    if b is not None:
-        return str(b)
-    z = rec.get("_bz")
-    return z if isinstance(z, bytes) else b""
-
-
 def body_of_key(key: str | bytes) -> str:
-    """The body text behind :func:`body_key`."""
-    return key if isinstance(key, str) else body_text({"_bz": key})
+    """The body text behind a memo key's body: a text, or an entry's compressed words
+    (:attr:`~newsflow.digest.entries.DigestEntry.body_z`: memo keys hold them compressed, so a
+    hit costs no decompression)."""
+    return key if isinstance(key, str) else unzip_body(key)
 
 
-def _entities_of(rec: Mapping[str, Any]) -> dict[str, int]:
+def _entities_of(rec: DigestEntry) -> dict[str, int]:
     """Entity phrases of one article -> weight (2 when in the title, 1 when only in the first
     80 body words). A headline's sentence-initial word counts when the body also capitalizes
     it mid-sentence ("Apple unveils ..." + "... Apple said")."""
-    return dict(_entities_keyed(rec.get("title") or "", body_key(rec)))
+    return dict(_entities_keyed(rec.title or "", rec.body_z))
 
 
 @functools.lru_cache(maxsize=1 << 15)
 def _entities_keyed(title: str, body: str | bytes) -> tuple[tuple[str, int], ...]:
-    """:func:`_entities_of` by (title, :func:`body_key`): a hit costs no decompression."""
+    """:func:`_entities_of` by (title, the body of a memo key (:func:`body_of_key`)): a hit costs no decompression."""
     return _entities_text(title, " ".join(body_of_key(body).split()[:80]))
 
 
@@ -68,7 +67,7 @@ def _entities_text(title: str, body: str) -> tuple[tuple[str, int], ...]:
     return tuple(out.items())
 
 
-def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
+def cluster_entity(members: Sequence[DigestEntry]) -> str | None:
     """The most frequent capitalized phrase across the cluster's articles (each article counts
     once, a title mention twice); for 2+ articles it must appear in at least 2 of them."""
     c: Counter[str] = Counter()
@@ -94,15 +93,15 @@ def cluster_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def title_entities(r: Mapping[str, Any]) -> dict[str, str]:
+def title_entities(r: DigestEntry) -> dict[str, str]:
     """lowercase -> surface of the named entities of one article's title (see
     :func:`title_entity`)."""
-    return dict(_title_entities(r.get("title") or "", body_key(r)))
+    return dict(_title_entities(r.title or "", r.body_z))
 
 
 @functools.lru_cache(maxsize=1 << 15)
 def _title_entities(title: str, body: str | bytes) -> tuple[tuple[str, str], ...]:
-    """:func:`title_entities` by (title, :func:`body_key`), memoized: every window showing
+    """:func:`title_entities` by (title, the body of a memo key (:func:`body_of_key`)), memoized: every window showing
     the article asks again."""
     tl = _spaced_words(title)
     found: dict[str, str] = {}
@@ -119,8 +118,8 @@ def _spaced_words(text: str) -> str:
     return f" {' '.join(words(text))} "
 
 
-def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
-    """The story's most frequent named entity found in its *titles* (000 Step 5 "[Entity]"):
+def title_entity(members: Sequence[DigestEntry]) -> str | None:
+    """The story's most frequent named entity found in its *titles* (the "[Entity]" of a label):
     phrases of each title (a sentence-initial word when the body confirms it; for Title Case
     headlines, the body's entities the title contains), each title counting once; with 2+
     articles it must be in at least 2 titles. Ties: the earlier in the lead's title, the longer
@@ -132,7 +131,7 @@ def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
             c[k] += 1
             case.setdefault(k, Counter())[e] += 1
     need = 2 if len(members) >= 2 else 1
-    lead = (members[0].get("title") or "").lower() if members else ""
+    lead = (members[0].title or "").lower() if members else ""
 
     def pos(k: str) -> int:  # the headline's subject comes first: "Ukraine ... in Geneva"
         i = lead.find(k)
@@ -141,13 +140,14 @@ def title_entity(members: Sequence[Mapping[str, Any]]) -> str | None:
     for k, n in sorted(c.items(), key=lambda kv: (-kv[1], pos(kv[0]), -len(kv[0].split()), kv[0])):
         if n >= need:  # as the titles write it, with an "of <Name>" they add ("Isle of Wight")
             return with_of_phrase(sorted(case[k].items(), key=lambda kv: (-kv[1], kv[0]))[0][0],
-                                [r.get("title") or "" for r in members])
+                                [r.title or "" for r in members])
     return None
 
 
 _WORD_CASED = re.compile(r"[^\W_]+", re.UNICODE)
 def extractive_summary(
-    rec: Mapping[str, Any],
+    title: str,
+    body: str | bytes,
     key_stems: Sequence[str] = (),
     words_range: tuple[int, int] = (50, 75),
     max_sentences: int = 12,
@@ -156,8 +156,7 @@ def extractive_summary(
     sentences, plus the ones that best cover the topic's key terms, in their original order;
     cut (with "…") at the maximum. Falls back to the title when there is no body."""
     lo, hi = words_range
-    title = rec.get("title") or ""
-    sents, stem_sets, fallback = _summary_sentences(title, body_key(rec), max_sentences)
+    sents, stem_sets, fallback = _summary_sentences(title, body, max_sentences)
     if not sents:
         toks = fallback.split()
         return " ".join(toks[:hi]) + (" …" if len(toks) > hi else "")
@@ -203,3 +202,159 @@ def _summary_sentences(
     sents = [s for s in sents if len(s.split()) >= 4 and " ".join(words(s)) != tnorm]
     stems = tuple(frozenset(a[0] for w in words(s) if (a := _analyze_word(w)) is not None) for s in sents)
     return tuple(sents), stems, "" if sents else (" ".join(text.split()) or title)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _title_words(title: str) -> tuple[tuple[int, str, int, str], ...]:
+    """(position, stem, stem hash, surface word) of each analysable word of a title, in order
+    (memoized: a title is read again by every window and label it is in)."""
+    out = []
+    for pos, w in enumerate(_WORD_CASED.findall(title)):
+        a = _analyze_word(w.lower())
+        if a is not None:
+            out.append((pos, a[0], a[1], w))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _text_stems(title: str, body: str | bytes, body_words: int = 100) -> dict[int, str]:
+    """stem hash -> stem of the words of a title and the first ``body_words`` words of its
+    body (``body``: :func:`newsflow.digest.labels.body_key`). Memoized per article; callers
+    must not modify the returned dict."""
+    text = title + " " + " ".join(body_of_key(body).split()[:body_words])
+    out: dict[int, str] = {}
+    for w in _WORD_CASED.findall(text):
+        a = _analyze_word(w.lower())
+        if a is not None:
+            out[a[1]] = a[0]
+    return out
+
+
+def _surface(forms: Counter[str]) -> str:
+    """The most frequent lower-cased word of a stem, shown in its most frequent spelling
+    ("iPhone")."""
+    low: Counter[str] = Counter()
+    for w, n in forms.items():
+        low[w.lower()] += n
+    word = sorted(low.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    best = sorted(
+        ((w, n) for w, n in forms.items() if w.lower() == word),
+        key=lambda kv: (-kv[1], kv[0].istitle(), kv[0]),
+    )
+    return best[0][0]
+
+
+#: labels by the texts they read (:class:`~newsflow.core.memo.BoundedMemo`). Digest windows
+#: overlap (rolling, morning, midday, evening, weekly): the same story, with the same lead and
+#: members, is labelled again in every window that shows it. A label depends only on the texts of the
+#: articles it reads and a few small arguments, so it is computed once per distinct input, keyed
+#: by a 128-bit xxh3 digest of those texts (never ``hash()``).
+_LABELS = BoundedMemo(1 << 14)
+
+
+_U32 = struct.Struct("<I")
+
+
+def clear_memos() -> None:
+    """Empty the text memos (labels, title words, stem maps, entities, summary sentences):
+    for cold-cache measurements and tests; outputs never depend on them."""
+    _LABELS.data.clear()
+    for f in (_title_words, _text_stems, _entities_keyed, _title_entities,
+              _summary_sentences, _entities_text, _spaced_words):
+        f.cache_clear()
+
+
+def _texts_key(members: Iterable[DigestEntry]) -> bytes:
+    """128-bit digest of what text computations read of the entries: title and compressed
+    body words, length-prefixed."""
+    h = xxhash.xxh3_128()
+    for r in members:
+        t = (r.title or "").encode("utf-8", "surrogatepass")
+        body = b"z" + r.body_z
+        h.update(_U32.pack(len(t)))
+        h.update(t)
+        h.update(_U32.pack(len(body)))
+        h.update(body)
+    return h.digest()
+
+
+def topic_label(c: Cluster, sel: Sequence[DigestEntry]) -> tuple[str, str | None, list[str]]:
+    if c.label is None:
+        key = (_texts_key([sel[i] for i in c.ranked[:20]]), tuple(c.term_hashes),
+               sel[c.lead].title or "")
+        label, ent, terms = _LABELS.get(key, lambda: _frozen_label(c, sel))
+        c.label = (label, ent, list(terms))
+    return c.label
+
+
+def _frozen_label(c: Cluster, sel: Sequence[DigestEntry]) -> tuple[str, str | None, tuple[str, ...]]:
+    label, ent, terms = _make_label(c, sel)
+    return label, ent, tuple(terms)
+
+
+def key_stems(c: Cluster, sel: Sequence[DigestEntry]) -> list[str]:
+    """The topic's top stems (for the summary), from the titles and bodies of its lead and the
+    members closest to the centroid."""
+    members = c.ranked[:20]
+    maps: list[dict[int, str]] = []  # read as far as needed (most stems are the lead's)
+    out: list[str] = []
+    for h in c.term_hashes:
+        k = 0
+        while k < len(members):
+            if k == len(maps):
+                r = sel[members[k]]
+                maps.append(_text_stems(r.title or "", r.body_z))
+            st = maps[k].get(h)
+            if st is not None:  # a hash is the hash of one stem
+                out.append(st)
+                break
+            k += 1
+        if len(out) == 5:
+            break
+    return out
+
+
+def _make_label(c: Cluster, sel: Sequence[DigestEntry]) -> tuple[str, str | None, list[str]]:
+    """The topic's label, "[Entity]: headline": the entity is the story's most frequent
+    named entity in its titles; the label's words are the lead's headline, shortened (first
+    clause, or 14 words and "…"), after "[Entity]: " when the headline does not name the
+    entity. The item's ``terms`` are the topic's top TF-IDF terms that its titles use, as the
+    words a reader saw (not stems), in headline order. (Top terms strung together read as word
+    salad: "meat mental Hotline"; a headline never does.)"""
+    # the lead and the members closest to the centroid speak for the topic
+    members = [sel[i] for i in c.ranked[:20]]
+    t_stem_of: dict[int, str] = {}
+    t_forms: dict[str, list[str]] = {}  # (counted only for the few stems picked)
+    t_first: dict[str, tuple[int, int]] = {}
+    for m, r in enumerate(members):
+        for pos, st, h, w in _title_words(r.title or ""):
+            t_stem_of[h] = st
+            forms = t_forms.get(st)
+            if forms is None:
+                t_forms[st] = [w]
+                t_first[st] = (m, pos)
+            else:
+                forms.append(w)
+    ent = title_entity(members)
+    # names are entities, not terms: no word of any title entity is a term
+    names = " ".join(e for r in members for e in title_entities(r).values())
+    ent_stems = {a[0] for w in words(f"{ent or ''} {names}") if (a := _analyze_word(w)) is not None}
+    picked: list[str] = []
+    for h in c.term_hashes:
+        hit = t_stem_of.get(h)
+        if hit is None or hit in ent_stems or hit.isdigit() or hit in picked:
+            continue
+        picked.append(hit)
+        if len(picked) == 3:
+            break
+    picked.sort(key=lambda st: t_first[st])
+    terms = [_surface(Counter(t_forms[st])) for st in picked]
+    # the words a reader reads best are a headline's: the lead's, shortened, after the entity
+    # when it does not name it ("White House: US looks at winding down virus task force")
+    title = sel[c.lead].title or ""
+    head = short_headline(title, max_words=14)
+    if ent and head and f" {' '.join(words(ent))} " not in f" {' '.join(words(title))} ":
+        label = f"{ent}: {head}"
+    else:
+        label = head or ent or "Untitled"
+    return label, ent, terms

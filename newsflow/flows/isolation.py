@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from bytewax.operators import StatefulLogic
 
+from newsflow.config import Settings
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.feeds.normalize import make_deadletter
 from newsflow.flows import metrics
@@ -133,7 +134,7 @@ class Isolated(StatefulLogic[Any, Any, Any]):
         return self.inner.snapshot()
 
 
-def isolated(stage: str, settings: Any, build: Callable[[Any], StatefulLogic[Any, Any, Any]]
+def isolated(stage: str, settings: Settings, build: Callable[[Any], StatefulLogic[Any, Any, Any]]
              ) -> Callable[[Any], Isolated]:
     """A Bytewax builder for ``op.stateful`` whose logic is :class:`Isolated`."""
     topic, cap = settings.kafka.topics.deadletter, settings.normalize.max_deadletter_original_bytes

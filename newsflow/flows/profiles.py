@@ -490,5 +490,5 @@ def live_relevance_steps(storied: Stream[tuple[str, object]], learned: Stream[Pr
     scored = op.stateful(STEP_RELEVANCE, rel_in, isolated(
         STEP_RELEVANCE, settings, lambda resume: RelevanceLogic(settings, profiles, resume, recovery)))
     split = op.branch("split_relevance", scored, lambda kv: isinstance(kv[1], Output))
-    dls: Stream[Output] = op.map("relevance_deadletters", split.trues, lambda kv: kv[1])  # type: ignore[arg-type,return-value]
-    return dls, split.falses  # type: ignore[return-value]
+    dls: Stream[Output] = op.map("relevance_deadletters", split.trues, lambda kv: kv[1])
+    return dls, split.falses

@@ -26,6 +26,8 @@ from newsflow.runtime.pickling import fast_pickle
 
 if TYPE_CHECKING:
     from newsflow.dedup.story_features import StoryFeatures
+    from newsflow.dedup.story_state import StoryView
+    from newsflow.digest.entries import DigestEntry
 
 #: a topic record as JSON-ready fields (built only in ``newsflow.wire``)
 JsonRecord = dict[str, Any]
@@ -39,6 +41,7 @@ class Output:
     topic: str
     key: bytes
     value: bytes
+
 
 
 @fast_pickle
@@ -113,7 +116,7 @@ class ScoredArticle:
     steps, with its compact digest ``entry`` (``newsflow.digest.entries``) built once."""
 
     record: JsonRecord
-    entry: JsonRecord | None = None
+    entry: DigestEntry | None = None
     #: the body without its feed document's boilerplate (``Article.story_text``) when it had
     #: some: what the digest entry reads (its TF-IDF terms and summary), never emitted
     story_text: str | None = None
@@ -133,9 +136,10 @@ class MergedArticle:
 @fast_pickle
 @dataclass(frozen=True, slots=True)
 class StoryUpdate:
-    """A ``stories`` record: the current state of one story (changed or expired)."""
+    """The current state of one story (changed or expired): its ``stories`` record is built at
+    the sink (``newsflow.wire.codec.story_record``)."""
 
-    record: JsonRecord
+    story: StoryView
 
 
 @fast_pickle

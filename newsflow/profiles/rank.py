@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from newsflow.digest.record import Digest
 from newsflow.profiles.config import ProfileRates
 from newsflow.profiles.state import ProfileState
 from newsflow.profiles.vectors import interest_profile, relevance
@@ -40,17 +41,17 @@ def live_profile(terms: Iterable[tuple[int, float, int | None]], t_ms: int, rate
     return interest_profile(st.vector_at(t_ms, rates))
 
 
-def personalize(digest: dict[str, Any], profile: str, top_terms: Sequence[tuple[str, float]],
-                relevance_of: Mapping[str, float]) -> dict[str, Any]:
+def personalize(digest: Digest, profile: str, top_terms: Sequence[tuple[str, float]],
+                relevance_of: Mapping[str, float]) -> Digest:
     """Key ``profile:type:window_start``; the profile's top terms; each item's lead relevance."""
     digest["digest_id"] = f"{profile}:{digest['digest_id']}"
     digest["profile"] = {"id": profile, "top_terms": [{"term": t, "weight": w} for t, w in top_terms]}
     return with_item_relevance(digest, relevance_of)
 
 
-def with_item_relevance(digest: dict[str, Any], relevance_of: Mapping[str, float]) -> dict[str, Any]:
+def with_item_relevance(digest: Digest, relevance_of: Mapping[str, float]) -> Digest:
     """Each item's ``relevance``: its lead's."""
-    for s in digest.get("sections") or ():
-        for it in s.get("items") or ():
+    for s in digest["sections"]:
+        for it in s["items"]:
             it["relevance"] = relevance_of.get(it["lead"]["article_id"])
     return digest

@@ -80,4 +80,5 @@ class ProfileState:
 def _decayed(w: float, since: int | None, t_ms: int, rates: ProfileRates) -> float:
     if since is None or t_ms <= since or w == 0.0:
         return w
-    return w * (1.0 - rates.decay_per_week) ** ((t_ms - since) / WEEK_MS)
+    kept: float = (1.0 - rates.decay_per_week) ** ((t_ms - since) / WEEK_MS)
+    return w * kept

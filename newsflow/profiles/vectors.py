@@ -41,11 +41,7 @@ def _meta(rec: Mapping[str, Any]) -> list[str]:
 
 
 def article_features(rec: Mapping[str, Any]) -> TextFeatures:
-    """Analyzed text of an article record (title x2 + first 200 words) + its meta terms; a
-    digest entry's packed features (:func:`packed_features`) when it carries them."""
-    ph = rec.get("_ph")
-    if isinstance(ph, bytes):
-        return TextFeatures(np.repeat(np.frombuffer(ph, np.uint64), np.frombuffer(rec["_pc"], np.uint16)))
+    """Analyzed text of an article record (title x2 + first 200 words) + its meta terms."""
     f = TextFeatures.of(rec.get("title") or "", rec.get("body_text") or "",
                         title_weight=TITLE_WEIGHT, body_words=BODY_WORDS)
     meta = _meta(rec)
@@ -53,6 +49,11 @@ def article_features(rec: Mapping[str, Any]) -> TextFeatures:
         return f
     extra = np.array([token_hash(m) for m in meta], dtype=np.uint64)
     return TextFeatures(np.concatenate([f.hashes, extra]))
+
+
+def unpacked_features(hashes: bytes, counts: bytes) -> TextFeatures:
+    """The :func:`article_features` that :func:`packed_features` packed."""
+    return TextFeatures(np.repeat(np.frombuffer(hashes, np.uint64), np.frombuffer(counts, np.uint16)))
 
 
 def packed_features(rec: Mapping[str, Any]) -> tuple[bytes, bytes]:

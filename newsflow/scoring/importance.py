@@ -497,9 +497,18 @@ def rescore(
     comps = rec.get("importance_components")
     if not isinstance(comps, Mapping) or not all(c in comps for c in COMPONENTS):
         return None
-    n_pub, n_tier = story_counts(rec)
+    return rescore_components(comps, rec.get("tier"), story_counts(rec), publishers=publishers, tiers=tiers,
+                              reliability=reliability, config=config)
+
+
+def rescore_components(comps: Mapping[str, float], tier: str | None, counts: tuple[int, int], *, publishers: int,
+                       tiers: int, reliability: float | None = None,
+                       config: ScoreConfig = DEFAULT_SCORE_CONFIG) -> Importance:
+    """:func:`rescore` of an article's components (all of :data:`COMPONENTS`), tier and story
+    counts as it was scored (:func:`story_counts`)."""
+    n_pub, n_tier = counts
     new = dict(comps)
-    new["authority"] = authority_score(rec.get("tier"), reliability, tier_scores=config.tier_scores,
+    new["authority"] = authority_score(tier, reliability, tier_scores=config.tier_scores,
                                        unknown_tier_score=config.unknown_tier_score)
     new["corroboration"] = corroboration_score(max(publishers, n_pub), max(tiers, n_tier))
     nd = config.ndigits
