@@ -17,6 +17,7 @@ from xml.sax.saxutils import escape
 
 import orjson
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 from newsflow.config import KafkaSettings, Settings, Topics
@@ -103,9 +104,12 @@ def test_a_story_produced_live_appears_on_the_open_board(kafka_bootstrap: str, t
             card = None
             while card is None:
                 assert time.monotonic() < deadline, "the live story never appeared on the page"
-                for li in d.find_elements(By.CSS_SELECTOR, "#board > li"):
-                    if suffix in li.find_element(By.CSS_SELECTOR, '[data-f="label"]').text:
-                        card = li
+                try:
+                    for li in d.find_elements(By.CSS_SELECTOR, "#board > li"):
+                        if suffix in li.find_element(By.CSS_SELECTOR, '[data-f="label"]').text:
+                            card = li
+                except StaleElementReferenceException:  # (a card replaced while it was read)
+                    card = None
                 time.sleep(0.05)
             seen_at = int(card.get_attribute("data-added-at") or 0)
             stop.set()
