@@ -227,7 +227,7 @@ class ScoringSettings(Section):
 
         return ScoreConfig(
             lam=self.lam, uncertain_penalty=self.uncertain_penalty,
-            weights=tuple(getattr(self.weights, c) for c in COMPONENTS),  # type: ignore[arg-type]
+            weights=tuple(getattr(self.weights, c) for c in COMPONENTS),
             tier_scores=dict(self.tier_scores), unknown_tier_score=self.unknown_tier_score,
             relevance_default=self.relevance_default,
             profile=InterestProfile.from_terms(self.interests) if self.interests else None,
