@@ -96,7 +96,7 @@ def archive_end_ms(path: Path) -> int:
 def measure(brokers: str, tick_ms: int, seconds: float, rate: float, work: Path,
             partitions: int = 1, profile: bool = False, recovery: bool = False,
             preload: Path | None = None, at_ms: int | None = None) -> dict[str, object]:
-    from newsflow.connectors.poller import PollerConfig
+    from newsflow.connectors.poller.config import PollerConfig
     from newsflow.connectors.topics import create_topics
     from newsflow.wire.codec import interaction_heartbeat
 

@@ -33,7 +33,9 @@ sys.path.insert(0, str(ROOT))
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 
 from newsflow.connectors.http_fetch import FetchConfig
-from newsflow.connectors.poller import KafkaRecord, PollEngine, PollerConfig
+from newsflow.connectors.poller.config import PollerConfig
+from newsflow.connectors.poller.engine import PollEngine
+from newsflow.connectors.poller.records import KafkaRecord
 from newsflow.flows.poller import run_poller_flow
 from newsflow.polling.registry import FeedSpec
 

@@ -26,7 +26,7 @@ from newsflow.config import (
     show,
 )
 from newsflow.connectors.http_fetch import FetchConfig
-from newsflow.connectors.poller import PollerConfig, poller_config
+from newsflow.connectors.poller.config import PollerConfig, poller_config
 from newsflow.core.timeutil import iso_to_ms
 from newsflow.dedup.story_config import StoryConfig
 from newsflow.digest.config import DigestConfig

@@ -130,5 +130,5 @@ def test_the_graph_sees_relative_function_level_and_package_imports(tmp_path: Pa
     assert _targets(nodes[1], "p.s.a", False) == ["p.q", "p.q.r"]
     assert _targets(nodes[0], "p.s", True) == ["p.s", "p.s.b"]
     graph = import_graph()
-    assert "newsflow.config" in graph["newsflow.connectors.poller"]
+    assert "newsflow.config" in graph["newsflow.connectors.poller.config"]
     assert "newsflow.digest.schedule" in graph["newsflow.config.steps"]  # imported inside a method

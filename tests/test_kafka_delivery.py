@@ -173,7 +173,7 @@ def test_librdkafka_lines_of_the_pollers_producer_go_through_the_throttled_logge
     code = (
         "import logging, time\n"
         "logging.basicConfig(level=logging.WARNING, format='LOG %(name)s: %(message)s')\n"
-        "from newsflow.connectors.poller import KafkaRecordSink, KafkaRecord\n"
+        "from newsflow.connectors.poller.sink import KafkaRecordSink\n"
         f"part = KafkaRecordSink(['127.0.0.1:{closed_port()}']).build('s', 0, 1)\n"
         "part._p.produce('t', b'x')\n"
         "t0 = time.monotonic()\n"

@@ -16,7 +16,7 @@ import pytest
 from newsflow.cli.main import main as cli_main
 from newsflow.config import KafkaSettings, Settings, Topics
 from newsflow.connectors.http_fetch import FetchConfig
-from newsflow.connectors.poller import PollerConfig
+from newsflow.connectors.poller.config import PollerConfig
 from newsflow.connectors.topics import ensure_topics
 from newsflow.digest.render import to_markdown
 from newsflow.flows.poller import run_poller_flow

@@ -23,21 +23,11 @@ from bytewax.testing import TestingSink
 
 from newsflow.config import Topics
 from newsflow.connectors.http_fetch import ACCEPT, FetchConfig, HttpFetcher
-from newsflow.connectors.poller import (
-    TICK_FEED_ID,
-    HeartbeatSource,
-    KafkaRecord,
-    PollEngine,
-    PollerConfig,
-    PollerSource,
-    PollEvent,
-    feed_partition,
-    poller_config,
-    restore_snapshot,
-    state_from_dict,
-    state_to_dict,
-    tick_event,
-)
+from newsflow.connectors.poller.config import PollerConfig, poller_config
+from newsflow.connectors.poller.engine import PollEngine, feed_partition
+from newsflow.connectors.poller.records import TICK_FEED_ID, KafkaRecord, PollEvent, tick_event
+from newsflow.connectors.poller.snapshot import restore_snapshot, state_from_dict, state_to_dict
+from newsflow.connectors.poller.sources import HeartbeatSource, PollerSource
 from newsflow.core.timeutil import HOUR_MS
 from newsflow.feeds.urls import registrable_domain
 from newsflow.flows.poller import run_poller_flow
@@ -334,7 +324,7 @@ def test_410_dead_removed_from_polling(server: FixtureServer) -> None:
 @pytest.mark.http
 @pytest.mark.parametrize("form", ["seconds", "date"])
 def test_429_retry_after_both_forms_doubles_interval_and_pauses_domain(server: FixtureServer, form: str) -> None:
-    from newsflow.connectors.poller import system_clock_ms
+    from newsflow.connectors.poller.config import system_clock_ms
 
     feeds = [feed("limited", server.url(f"/ratelimit/{form}/600")), feed("sibling", server.url("/feeds/rss20.xml"))]
     eng = PollEngine(feeds, pcfg(), clock=system_clock_ms)

@@ -15,7 +15,7 @@ import pytest
 
 from newsflow.config import KafkaSettings, Settings, Topics
 from newsflow.connectors.http_fetch import FetchConfig
-from newsflow.connectors.poller import PollerConfig
+from newsflow.connectors.poller.config import PollerConfig
 from newsflow.connectors.topics import ensure_topics
 from newsflow.flows.poller import run_poller_flow
 from newsflow.polling.registry import FeedSpec, dump_registry

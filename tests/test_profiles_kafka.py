@@ -20,7 +20,7 @@ from newsflow.cli.main import main as cli_main
 from newsflow.cli.main import run_file_flow
 from newsflow.config import DigestSettings, KafkaSettings, ProfilesSettings, Settings, Topics, show
 from newsflow.connectors.files import write_archive
-from newsflow.connectors.poller import poller_config
+from newsflow.connectors.poller.config import poller_config
 from newsflow.connectors.topics import ensure_topics, produce_values
 from newsflow.samples.reader_week import reader_interactions, week_payloads
 from newsflow.wire.codec import encode_raw
@@ -105,7 +105,7 @@ def test_live_run_with_a_quiet_interactions_topic_does_not_stall(kafka_bootstrap
     """`newsflow run` (tail, live ticks) with a default profile and a reader profile, and not one
     reader event: the poller's heartbeats on ``interactions`` move the profiles' clock, so the
     articles come out (with the default profile's relevance) and the reader's digests close."""
-    from newsflow.connectors.poller import tick_event
+    from newsflow.connectors.poller.records import tick_event
 
     suffix = uuid.uuid4().hex[:8]
     topics = Topics(**{r: f"{n}.{suffix}" for r, n in Topics().roles().items()})

@@ -21,7 +21,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 from newsflow.config import KafkaSettings, Settings, Topics
-from newsflow.connectors.poller import TICK_FEED_ID
+from newsflow.connectors.poller.records import TICK_FEED_ID
 from newsflow.connectors.topics import ensure_topics, produce_values
 from newsflow.model.records import RawPayload
 from newsflow.samples.demo import demo_payloads
@@ -51,7 +51,7 @@ def live_payload(title: str, publisher: str) -> RawPayload:
 def heartbeats(bootstrap: str, topic: str, stop: threading.Event) -> None:
     """What the poller sends to every partition of feeds.raw every second: a heartbeat tick, so
     the flow's event time passes the last poll and releases its items (a second of event time
-    each; ``newsflow.connectors.poller.tick_event``)."""
+    each; ``newsflow.connectors.poller.records.tick_event``)."""
     from confluent_kafka import Producer
 
     prod = Producer({"bootstrap.servers": bootstrap})

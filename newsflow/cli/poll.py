@@ -143,7 +143,7 @@ def _registry(path: str) -> Registry | None:
 def cmd_poll(args: argparse.Namespace) -> int:
     from newsflow.cli.main import load_config, reachable_brokers
     from newsflow.cli.ops import observed
-    from newsflow.connectors.poller import poller_config
+    from newsflow.connectors.poller.config import poller_config
     from newsflow.connectors.topics import settings_config
     from newsflow.flows.metrics import PollMetrics, poll_status
     from newsflow.flows.poller import run_poller_flow
@@ -168,7 +168,11 @@ def cmd_poll(args: argparse.Namespace) -> int:
     if not feeds:
         print("error: no valid feeds in the registry", file=sys.stderr)
         return 2
-    from newsflow.connectors.poller import StateDirLocked, request_poll_now, state_dir_owner
+    from newsflow.connectors.poller.state_dir import (
+        StateDirLocked,
+        request_poll_now,
+        state_dir_owner,
+    )
 
     own_state = Path(args.state_dir or default_state_dir(args.registry))
     owner = None if args.no_state else state_dir_owner(own_state)
@@ -206,7 +210,7 @@ def cmd_poll(args: argparse.Namespace) -> int:
         if progress is not None:
             progress(ev)
 
-    from newsflow.connectors.poller import DELIVERY
+    from newsflow.connectors.poller.sink import DELIVERY
 
     # Ctrl-C / SIGTERM: the poller finishes its epoch and snapshots; one line says so, exit 0
     try:

@@ -46,8 +46,8 @@ _PolicySettings = section_from(
 
 
 class PollerSettings(Section):
-    """The feed poller (``connectors.poller.poller_config`` builds its ``PollerConfig``; topic names
-    from ``kafka``)."""
+    """The feed poller (``connectors.poller.config.poller_config`` builds its ``PollerConfig``;
+    topic names from ``kafka``)."""
 
     #: concurrent fetches per worker
     concurrency: int = Field(50, ge=1, le=10_000)

@@ -88,8 +88,8 @@ def own_metrics(service: str) -> None:
 
 
 class PollMetrics:
-    """Called with every poll event (``connectors.poller.PollEvent``): counts polls by status
-    and keeps each feed's last status for the broken-feeds gauge."""
+    """Called with every poll event (``connectors.poller.records.PollEvent``): counts polls by
+    status and keeps each feed's last status for the broken-feeds gauge."""
 
     def __init__(self, success: frozenset[str]) -> None:
         self.success = success

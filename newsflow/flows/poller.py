@@ -10,7 +10,7 @@
          partitions of feeds.raw)
 
 Step ids are constants: recovery state is keyed by them (renaming ``poll`` orphans the state).
-See ``connectors/poller.py`` for the state-across-restarts design.
+See ``connectors/poller/__init__.py`` for the state-across-restarts design.
 """
 
 from __future__ import annotations
@@ -28,19 +28,11 @@ import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 from bytewax.outputs import Sink
 
-from newsflow.connectors.poller import (
-    REQUESTS_DIR,
-    Clock,
-    FetcherFactory,
-    HeartbeatSource,
-    KafkaRecord,
-    KafkaRecordSink,
-    PollerConfig,
-    PollerSource,
-    PollEvent,
-    locked_state_dir,
-    system_clock_ms,
-)
+from newsflow.connectors.poller.config import Clock, PollerConfig, system_clock_ms
+from newsflow.connectors.poller.records import KafkaRecord, PollEvent
+from newsflow.connectors.poller.sink import KafkaRecordSink
+from newsflow.connectors.poller.sources import FetcherFactory, HeartbeatSource, PollerSource
+from newsflow.connectors.poller.state_dir import REQUESTS_DIR, locked_state_dir
 from newsflow.polling.registry import FeedSpec
 
 FLOW_ID = "newsflow-poller"
@@ -104,9 +96,9 @@ def run_poller_flow(
 
     With ``state_dir`` the per-feed state is recovered from and snapshotted to Bytewax recovery
     files there (created on first use), under a lock: a second poller on the same directory
-    raises :class:`~newsflow.connectors.poller.StateDirLocked` before it touches anything; the
-    running one polls a feed at once when ``newsflow poll --now FEED_ID`` asks (a request file
-    in ``<state_dir>/requests``). Without ``state_dir`` every run starts fresh.
+    raises :class:`~newsflow.connectors.poller.state_dir.StateDirLocked` before it touches
+    anything; the running one polls a feed at once when ``newsflow poll --now FEED_ID`` asks (a
+    request file in ``<state_dir>/requests``). Without ``state_dir`` every run starts fresh.
 
     SIGINT/SIGTERM (in the main thread) end the sources instead of interrupting Bytewax (which
     prints a Rust panic and stops mid-epoch): the flow finishes its epoch, snapshots, and this
