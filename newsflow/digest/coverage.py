@@ -1,4 +1,5 @@
-"""Story coverage as of a time, for scores that follow the story (000 Step 4 at digest time).
+"""Story coverage as of a time, for scores that follow the story (docs/rules.md#sections: the
+importance re-scored as of the window's end).
 
 An article record is scored once, when first seen; its corroboration then never grows as other
 publishers join the story. The digest step keeps, per story, when each publisher (and tier)
