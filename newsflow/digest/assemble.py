@@ -20,7 +20,7 @@ any order gives byte-identical ``orjson.dumps`` output.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
@@ -69,7 +69,7 @@ from newsflow.scoring.importance import (
 
 #: what the digest functions take as a window's feed health: an accumulator, its summary, or
 #: the window's ``feed-health`` records
-FeedHealthInput = FeedHealthAccumulator | FeedHealth | Iterable[Mapping[str, Any]] | None
+FeedHealthInput = FeedHealthAccumulator | FeedHealth | Iterable[Mapping[str, object]] | None
 
 
 def assemble_digest(
