@@ -1,4 +1,4 @@
-"""Digest assembly (000 Steps 5-6, 001 "Digest Generation") and the event-time schedule."""
+"""Digest assembly (docs/rules.md#topics-and-digests) and the event-time schedule."""
 
 from __future__ import annotations
 
@@ -215,7 +215,7 @@ def test_summary_50_75_words_extractive():
         body = TOPICS["apple"][1] + TOPICS["ukraine"][1]
         first = it["summary"].split(". ")[0]
         assert first in body
-    # midday update: 30-50 words (001 digest sizing table)
+    # midday update: 30-50 words (docs/rules.md#digest-types-and-windows)
     r = rec("apple", 1, 80)
     s = extractive_summary(r["title"], r["body_text"], (), MIDDAY.summary_words)
     assert 30 <= len(s.replace(" …", "").split()) <= 50

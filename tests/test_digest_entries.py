@@ -24,7 +24,6 @@ from newsflow.digest.entries import (
     digest_entries,
     term_counts,
 )
-from newsflow.digest.rescore import _rescorer, rescore_as_of
 from newsflow.digest.schedule import DigestWindow
 from newsflow.scoring.importance import score_record
 from newsflow.text.tokenize import features_batch
@@ -79,20 +78,6 @@ def test_entries_are_idempotent_compact_and_keep_the_summary_body() -> None:
     assert {"body_text", "seen_in"}.isdisjoint(f.name for f in dataclasses.fields(DigestEntry))
     assert body_text(ents[0]).split() == recs[0]["body_text"].split()[:BODY_WORDS_KEPT]
     assert len(pickle.dumps(ents)) < 0.5 * len(pickle.dumps(recs))
-
-
-def test_fast_rescorer_gives_rescore_as_of_scores() -> None:
-    recs = _records(300)
-    cov = StoryCoverage().extend(recs)
-    for k in range(7):
-        cov.add_health({"feed_id": f"f{k}", "at": ms_to_iso(START + k * 3_600_000), "reliability": 0.5 + k / 14})
-    for end in (START + 86_400_000, WIN.end_ms):
-        fast = _rescorer(cov, end)
-        for r in digest_entries(recs):
-            slow = rescore_as_of(r, cov, end)
-            got = fast(r)
-            assert got.importance == slow.importance
-            assert got.story_tiers == slow.story_tiers
 
 
 def test_entries_and_full_records_give_the_same_digest() -> None:

@@ -27,7 +27,7 @@ from newsflow.core.timeutil import ms_to_iso
 from newsflow.digest.config import DigestConfig
 from newsflow.digest.coverage import StoryCoverage
 from newsflow.digest.entries import DigestEntry, digest_entries
-from newsflow.scoring.importance import DEFAULT_SCORE_CONFIG
+from newsflow.scoring.importance import COMPONENTS, DEFAULT_SCORE_CONFIG, rescore_components
 from tests.test_digest_entries import START, WIN, _records
 
 
@@ -175,8 +175,11 @@ def test_selection_on_columns_equals_select_records(time_basis: str) -> None:
     cfg = DigestConfig(time_basis=time_basis, min_importance=58.0)
     ents = digest_entries(recs)
     for given in (ents, _timeless(ents)):  # on columns, and one by one
-        want, n, dups, copies = _reference_select(given, WIN, cfg, R._rescorer(cov, WIN.end_ms))
-        assert S.select_records(given, WIN, cfg, adjust=R._rescorer(cov, WIN.end_ms)) == (want, n, dups)
+        def adjust(r: DigestEntry) -> DigestEntry:
+            return _rescored_as_of(r, cov, WIN.end_ms)
+
+        want, n, dups, copies = _reference_select(given, WIN, cfg, adjust)
+        assert S.select_records(given, WIN, cfg, adjust=adjust) == (want, n, dups)
         assert S.story_copies(given, WIN, cfg) == copies
         w = S.window_records(given, WIN, cfg)
         sel = R.select_rescored(w, cov, WIN.end_ms, cfg, DEFAULT_SCORE_CONFIG)
@@ -187,31 +190,50 @@ def test_selection_on_columns_equals_select_records(time_basis: str) -> None:
         assert 0 < len(sel) < n and copies
 
 
-def test_rescore_fast_path_equals_the_rescorer() -> None:
+def _rescored_as_of(rec: DigestEntry, cov: StoryCoverage, end_ms: int) -> DigestEntry:
+    """The reference: the record re-scored on its own by the scoring rule
+    (:func:`newsflow.scoring.importance.rescore_components`) with its story's publishers and
+    tiers and its feed's reliability as of ``end_ms``; unchanged without every component."""
+    comps = rec.importance_components
+    if not isinstance(comps, dict) or not all(c in comps for c in COMPONENTS):
+        return rec
+    pubs, tiers = cov.as_of(rec.story_id, end_ms)
+    imp = rescore_components(comps, rec.tier, rec.story_counts, publishers=len(pubs), tiers=len(tiers),
+                             reliability=cov.reliability_of(rec.feed_id, end_ms), config=DEFAULT_SCORE_CONFIG)
+    return dataclasses.replace(rec, importance=imp.score, importance_components=None,
+                               story_publishers=pubs or rec.story_publishers, story_tiers=tiers or rec.story_tiers)
+
+
+def test_rescore_columns_equals_the_scoring_rule() -> None:
     recs = _records(400, seed=9)
     cov = StoryCoverage().extend(recs)
     for k in range(7):
         cov.add_health({"feed_id": f"f{k}", "at": ms_to_iso(START + k * 3_600_000), "reliability": 0.3 + k / 10})
     w = S.window_records(digest_entries(recs), WIN, DigestConfig())
-    fast = R._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
-    assert fast is not None
-    adjust = R._rescorer(cov, WIN.end_ms)
-    want = [adjust(r) for r in w.arts]
-    assert _bits(fast[0]) == _bits([r.importance for r in want])
-    assert [c[1] if c else None for c in fast[1]] == [r.story_tiers for r in want]
-    # ints and bools among the floats compute as the builtin float * int does; a string, None
-    # or an int beyond int64 take the record-by-record path
-    for k, v in ((0, 100), (1, True), (2, 2**62 + 1)):
+    for end in (START + 86_400_000, WIN.end_ms):
+        scores, covs = R._rescore_columns(w, cov, end, DEFAULT_SCORE_CONFIG)
+        want = [_rescored_as_of(r, cov, end) for r in w.arts]
+        assert _bits(scores) == _bits([S.importance_of(r) for r in want])
+        assert [c[1] if c else None for c in covs] == [r.story_tiers for r in want]
+    # ints, bools and ints beyond int64 among the floats compute as the builtin float * int
+    # does; an article without components keeps its importance; a string or None is an error
+    for k, v in ((0, 100), (1, True), (2, 2**62 + 1), (3, 2**70)):
         w.cols.importance_components[k] = c = {**w.cols.importance_components[k], "recency": v}
         w.arts[k] = dataclasses.replace(w.arts[k], importance_components=c)
-        got = R._rescore_fast(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
-        assert got is not None and _bits(got[0][: k + 1]) == _bits([adjust(r).importance for r in w.arts[: k + 1]])
-    for v in ("5", None, 2**70):
-        odd = [dict(c) for c in w.cols.importance_components]
-        odd[5]["depth"] = v
+        scores, covs = R._rescore_columns(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
+        want = [_rescored_as_of(r, cov, WIN.end_ms) for r in w.arts]
+        assert _bits(scores) == _bits([S.importance_of(r) for r in want])
+    w.cols.importance_components[4] = None
+    w.arts[4] = dataclasses.replace(w.arts[4], importance_components=None)
+    scores, covs = R._rescore_columns(w, cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
+    assert scores[4] == S.importance_of(w.arts[4]) and covs[4] is None
+    assert _bits(scores) == _bits([S.importance_of(_rescored_as_of(r, cov, WIN.end_ms)) for r in w.arts])
+    for v in ("5", None):
+        odd = [dict(c) if c else None for c in w.cols.importance_components]
+        odd[5]["depth"] = v  # type: ignore[index]
         cols = dataclasses.replace(w.cols, importance_components=odd)
-        assert R._rescore_fast(S.WindowRecords(w.arts, w.aids, cols, 0, {}), cov, WIN.end_ms,
-                               DEFAULT_SCORE_CONFIG) is None
+        with pytest.raises(TypeError):
+            R._rescore_columns(S.WindowRecords(w.arts, w.aids, cols, 0, {}), cov, WIN.end_ms, DEFAULT_SCORE_CONFIG)
 
 
 # ---- clustering ------------------------------------------------------------------------

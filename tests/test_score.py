@@ -344,7 +344,7 @@ def test_severity_whole_words_with_inflections():
     assert severity_level("Swarm of bees in town").level == "info"  # not "war"
 
 
-def test_story_phases_004():
+def test_story_phases():
     from newsflow.scoring.importance import story_phase
 
     t0 = NOW

@@ -14,6 +14,8 @@ from newsflow.model.vocab import (
     UNHEALTHY_STATUSES,
     Disposition,
     HealthStatus,
+    StoryPhase,
+    Trend,
 )
 from newsflow.wire.codec import health_record
 from newsflow.wire.contracts import SCHEMA_DIR
@@ -30,6 +32,23 @@ def test_disposition_is_the_schema_enum() -> None:
     assert orjson.dumps({"disposition": Disposition.SAME_EVENT}) == b'{"disposition":"same_event"}'
 
 
+def test_story_phase_is_the_schema_enum() -> None:
+    schema = json.loads((SCHEMA_DIR / "stories.v1.json").read_text())
+    assert [p.value for p in StoryPhase] == schema["properties"]["phase"]["enum"]
+    assert orjson.dumps({"phase": StoryPhase.DEVELOPING}) == b'{"phase":"developing"}'
+
+
+def test_trend_is_the_schema_enum() -> None:
+    """The trend of a section item and of a topic_index topic: the members, or null."""
+    schema = json.loads((SCHEMA_DIR / "digests.v1.json").read_text())
+    props = schema["properties"]
+    item = props["sections"]["items"]["properties"]["items"]["items"]["properties"]
+    topic = props["topic_index"]["items"]["properties"]
+    for enum in (item["trend"]["enum"], topic["trend"]["enum"]):
+        assert [t.value for t in Trend] + [None] == enum
+    assert orjson.dumps({"trend": Trend.EMERGING}) == b'{"trend":"EMERGING"}'
+
+
 def test_status_sets_partition_the_emitted_statuses() -> None:
     assert not SUCCESS_STATUSES & FAILED_POLL_STATUSES
     assert set(HealthStatus) - {HealthStatus.REDIRECTED} == SUCCESS_STATUSES | FAILED_POLL_STATUSES
@@ -37,7 +56,7 @@ def test_status_sets_partition_the_emitted_statuses() -> None:
 
 
 def test_members_serialise_and_hash_as_their_strings() -> None:
-    for s in HealthStatus:
+    for s in (*HealthStatus, *StoryPhase, *Trend):
         assert orjson.dumps(s) == orjson.dumps(s.value)
         assert stable_id("flow", "f", "1", s) == stable_id("flow", "f", "1", s.value)
         assert f"{s}" == s.value and str(s) == s.value

@@ -20,7 +20,7 @@ any order gives byte-identical ``orjson.dumps`` output.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
@@ -69,7 +69,7 @@ from newsflow.scoring.importance import (
 
 #: what the digest functions take as a window's feed health: an accumulator, its summary, or
 #: the window's ``feed-health`` records
-FeedHealthInput = FeedHealthAccumulator | FeedHealth | Iterable[Mapping[str, Any]] | None
+FeedHealthInput = FeedHealthAccumulator | FeedHealth | Iterable[Mapping[str, object]] | None
 
 
 def assemble_digest(
@@ -91,7 +91,7 @@ def assemble_digest(
     trend flags; ``feed_health``: a :class:`FeedHealthAccumulator` (or its summary) or the
     window's ``feed-health`` records. ``coverage``: the stories' publishers/tiers over time and
     the feeds' reliability (the flow keeps one across windows); scores are recomputed from it
-    as of the window's end (:func:`~newsflow.digest.rescore.rescore_as_of`) with ``score_config`` (the flow's scoring
+    as of the window's end (:func:`~newsflow.digest.rescore.select_rescored`) with ``score_config`` (the flow's scoring
     configuration). Default: built from ``records``.
 
     ``generated_at`` is the window end, except for a non-final digest given ``as_of_ms`` (the
@@ -156,7 +156,7 @@ def _assemble(
     # analyzed once (the flow keeps entries: no text is analyzed again per window)
     entries = digest_entries(given, title_weight=config.title_weight, body_words=config.body_words)
     # one pass over the entries; the selection re-scored as of the end on columns (the same
-    # scores as select_records(..., adjust=_rescorer(...)), no entry copied)
+    # scores as newsflow.scoring.importance.rescore_components, no entry copied)
     wrecs = window_records(entries, window, config)
     article_count, dups, copies = len(wrecs.arts), wrecs.duplicates, wrecs.copies
     sel = select_rescored(wrecs, coverage, window.end_ms, config, score_config)

@@ -1,4 +1,4 @@
-"""Digest parameters (000 Step 5/6 defaults).
+"""Digest parameters: the defaults of docs/rules.md#topics-and-digests.
 """
 
 from __future__ import annotations

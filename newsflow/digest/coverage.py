@@ -1,4 +1,5 @@
-"""Story coverage as of a time, for scores that follow the story (000 Step 4 at digest time).
+"""Story coverage as of a time, for scores that follow the story (docs/rules.md#sections: the
+importance re-scored as of the window's end).
 
 An article record is scored once, when first seen; its corroboration then never grows as other
 publishers join the story. The digest step keeps, per story, when each publisher (and tier)
@@ -13,10 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms
 from newsflow.feeds.tiers import BUILTIN_TIERS
+
+
+def _opt_str(v: object) -> str | None:
+    """A field that is a string or absent (JSON null: None)."""
+    return v if isinstance(v, str) else None
+
+
+def _seq(v: object) -> list[object] | tuple[object, ...]:
+    """A field that is a JSON array (absent or null: empty)."""
+    return v if isinstance(v, list | tuple) else ()
 
 
 def _ms(v: object) -> int | None:
@@ -92,12 +103,12 @@ class StoryCoverage:
             seen.add(nxt)
             cur = nxt
 
-    def add(self, rec: Mapping[str, Any], family: Callable[[str | None, str | None], str] | None = None) -> None:
+    def add(self, rec: Mapping[str, object], family: Callable[[str | None, str | None], str] | None = None) -> None:
         """One ``articles`` record (any disposition: a syndicated copy is coverage too, and
         every sighting in ``seen_in`` counts from its own fetch time). ``family`` maps
         (publisher, url) to the publisher family that counts (default: the built-in table's,
         :meth:`~newsflow.feeds.tiers.SourceTiers.family`): organisations, not feeds."""
-        sid = rec.get("story_id")
+        sid = _opt_str(rec.get("story_id"))
         t = _ms(rec.get("fetched_ms")) or _ms(rec.get("fetched_at"))
         if not sid or t is None:
             return
@@ -111,40 +122,42 @@ class StoryCoverage:
             if t // HOUR_MS != st.last_ms // HOUR_MS:
                 self._hours.setdefault(t // HOUR_MS, []).append(sid)
             st.last_ms = t
+        fams: list[str | None] | list[object] | tuple[object, ...]
         if "seen_families" in rec:  # looked up once upstream (the flow's digest view)
-            pub, fams = rec.get("family"), rec["seen_families"]
+            pub, fams = _opt_str(rec.get("family")), _seq(rec["seen_families"])
         else:
             pub, fams = self.families_of(rec, family or BUILTIN_TIERS.family)
         if pub and t < st.publishers.get(pub, 1 << 62):
             st.publishers[pub] = t
-        tier = rec.get("tier")
+        tier = _opt_str(rec.get("tier"))
         if tier and t < st.tiers.get(tier, 1 << 62):
             st.tiers[tier] = t
-        for s, p in zip(rec.get("seen_in") or (), fams, strict=True):
+        for s, p in zip(_seq(rec.get("seen_in")), fams, strict=True):
             ts = _ms(s.get("fetched_at")) if isinstance(s, Mapping) else None
-            if p and ts is not None and ts < st.publishers.get(p, 1 << 62):
+            if isinstance(p, str) and p and ts is not None and ts < st.publishers.get(p, 1 << 62):
                 st.publishers[p] = ts
 
     @staticmethod
-    def families_of(rec: Mapping[str, Any], family: Callable[[str | None, str | None], str]
+    def families_of(rec: Mapping[str, object], family: Callable[[str | None, str | None], str]
                     ) -> tuple[str | None, list[str | None]]:
         """(the record's publisher family, that of each ``seen_in`` sighting: None where it names
         no publisher), as :meth:`add` counts them."""
         pub = str(rec.get("publisher") or rec.get("feed_id") or "")
-        fams = [family(s["publisher"], s.get("url")) if isinstance(s, Mapping) and s.get("publisher") else None
-                for s in rec.get("seen_in") or ()]
-        return (family(pub, rec.get("canonical_url") or rec.get("url")) if pub else None), fams
+        fams = [family(_opt_str(s["publisher"]), _opt_str(s.get("url")))
+                if isinstance(s, Mapping) and s.get("publisher") else None
+                for s in _seq(rec.get("seen_in"))]
+        return (family(pub, _opt_str(rec.get("canonical_url") or rec.get("url"))) if pub else None), fams
 
-    def add_health(self, h: Mapping[str, Any]) -> None:
+    def add_health(self, h: Mapping[str, object]) -> None:
         """A ``feed-health`` record: its ``reliability`` (when the poller sent one) as of ``at``."""
-        r, t, fid = h.get("reliability"), _ms(h.get("at")), h.get("feed_id")
+        r, t, fid = h.get("reliability"), _ms(h.get("at")), _opt_str(h.get("feed_id"))
         if isinstance(r, int | float) and t is not None and fid:
             hist = self.reliability.setdefault(fid, [])
             hist.append((t, float(r)))
             if len(hist) > 1 and hist[-2][0] > t:
                 hist.sort()
 
-    def extend(self, recs: Iterable[Mapping[str, Any]],
+    def extend(self, recs: Iterable[Mapping[str, object]],
                family: Callable[[str | None, str | None], str] | None = None) -> StoryCoverage:
         for r in recs:
             self.add(r, family)
@@ -179,14 +192,14 @@ class StoryCoverage:
             best = r
         return best
 
-    def aliased(self, records: list[dict[str, Any]], end_ms: int) -> list[dict[str, Any]]:
+    def aliased(self, records: list[dict[str, object]], end_ms: int) -> list[dict[str, object]]:
         """The records with each story id followed through the merges before ``end_ms`` (a
         changed record is a copy: digest entries are shared and never modified)."""
         if not self.merged:
             return records
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         for r in records:
-            sid = r.get("story_id")
+            sid = _opt_str(r.get("story_id"))
             to = self.alias(sid, end_ms) if sid else sid
             out.append(r if to == sid else {**r, "story_id": to})
         return out

@@ -31,7 +31,7 @@ import sys
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TypedDict, cast
 
 import numpy as np
 
@@ -158,8 +158,39 @@ class DigestEntry:
                 "feed_id": self.feed_id, "tier": self.tier, "url": self.url}
 
 
+class ArticleFields(TypedDict, total=False):
+    """The fields of an ``articles`` record (``schemas/articles.v1.json``) an entry is built
+    from, with their schema types: the flow's sink writes only records of that schema."""
+
+    key: str
+    article_id: str | None
+    feed_id: str | None
+    publisher: str | None
+    tier: str | None
+    url: str | None
+    title: str | None
+    body_text: str | None
+    disposition: str | None
+    revision_no: int | None
+    story_id: str | None
+    story_publishers: int | list[str] | None
+    story_tiers: list[str] | None
+    importance: float | None
+    importance_components: dict[str, float] | None
+    topic_id: str | None
+    date_uncertain: bool | None
+    preferred: bool | None
+    duplicate_of: str | None
+    word_count: int | None
+    category: str | None
+    fetched_ms: int | None
+    published_ms: int | None
+    fetched_at: str | None
+    published_at: str | None
+
+
 #: an ``articles`` record (JSON fields) or its digest entry: what the digest functions take
-DigestInput = Mapping[str, Any] | DigestEntry
+DigestInput = Mapping[str, object] | DigestEntry
 
 
 def _interned(v: object) -> str | None:
@@ -181,7 +212,7 @@ def digest_entries(
     todo = [i for i, r in enumerate(recs) if not isinstance(r, DigestEntry)]
     if not todo:  # entries already (the flow's)
         return recs  # type: ignore[return-value]
-    raw: list[Mapping[str, Any]] = [recs[i] for i in todo]  # type: ignore[misc]
+    raw = [cast(ArticleFields, recs[i]) for i in todo]
     tv = term_counts([(r.get("title") or "", r.get("body_text") or "") for r in raw],
                      title_weight=title_weight, body_words=body_words)
     out: list[DigestEntry] = [r if isinstance(r, DigestEntry) else None for r in recs]  # type: ignore[misc]

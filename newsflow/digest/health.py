@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from newsflow.digest.record import FeedHealth, FeedRow
 from newsflow.model.vocab import UNHEALTHY_STATUSES
@@ -31,7 +30,7 @@ class _FeedStat:
 REPORT_FIELDS = ("record_id", "feed_id", "status", "source", "at", "reliability", "alert")
 
 
-def report_view(rec: Mapping[str, Any]) -> dict[str, Any]:
+def report_view(rec: Mapping[str, object]) -> dict[str, object]:
     """The fields of a ``feed-health`` record a digest reads (those it has): each digest step
     keeps a week of them, one per poll, and the whole record (HTTP details, counts, timings)
     was most of the daily and rolling steps' state (``bench/state_bytes.py``).
@@ -49,8 +48,8 @@ class FeedHealthAccumulator:
         self._feeds: dict[str, _FeedStat] = {}
         self._seen: set[str] = set()
 
-    def add(self, rec: Mapping[str, Any]) -> None:
-        rid = rec.get("record_id") or ""
+    def add(self, rec: Mapping[str, object]) -> None:
+        rid = str(rec.get("record_id") or "")
         if rid:
             if rid in self._seen:  # at-least-once re-emits
                 return
@@ -71,9 +70,11 @@ class FeedHealthAccumulator:
         at = str(rec.get("at") or "")
         if (at, status) >= (st.last_at, st.last_status):
             st.last_at, st.last_status = at, status
-            if rec.get("reliability") is not None:
-                st.reliability = float(rec["reliability"])
-            st.alert = rec.get("alert")
+            rel = rec.get("reliability")
+            if isinstance(rel, int | float):  # (a number or null: schemas/feed-health.v1.json)
+                st.reliability = float(rel)
+            alert = rec.get("alert")
+            st.alert = None if alert is None else str(alert)
 
     def summary(self, max_rows: int = 50) -> FeedHealth:
         polls = sum(s.polls for s in self._feeds.values())
@@ -120,14 +121,14 @@ class FeedHealthAccumulator:
         }
 
 
-def summarize_feed_health(records: Iterable[Mapping[str, Any]]) -> FeedHealth:
+def summarize_feed_health(records: Iterable[Mapping[str, object]]) -> FeedHealth:
     acc = FeedHealthAccumulator()
     for r in records:
         acc.add(r)
     return acc.summary()
 
 
-def window_health(by_hour: Mapping[int, Sequence[Mapping[str, Any]]], start_ms: int, end_ms: int) -> FeedHealth:
+def window_health(by_hour: Mapping[int, Sequence[Mapping[str, object]]], start_ms: int, end_ms: int) -> FeedHealth:
     """The summary of the ``feed-health`` records kept by hour (``at // HOUR``) whose ``at`` is
     in ``[start_ms, end_ms)``, added in hour order (a digest step's window)."""
     from newsflow.core.timeutil import HOUR_MS, iso_to_ms
@@ -136,6 +137,6 @@ def window_health(by_hour: Mapping[int, Sequence[Mapping[str, Any]]], start_ms: 
     for hour in sorted(by_hour):
         if start_ms // HOUR_MS <= hour <= end_ms // HOUR_MS:
             for h in by_hour[hour]:
-                if start_ms <= iso_to_ms(h["at"]) < end_ms:
+                if start_ms <= iso_to_ms(str(h["at"])) < end_ms:
                     acc.add(h)
     return acc.summary()

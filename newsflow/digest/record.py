@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
+from newsflow.model.vocab import Trend
+
 
 class Lead(TypedDict):
     article_id: str
@@ -27,7 +29,7 @@ class Related(TypedDict):
 
 class Item(TypedDict):
     label: str
-    trend: str | None
+    trend: Trend | None
     score: float
     entity: str | None
     terms: list[str]
@@ -58,7 +60,7 @@ class IndexTopic(TypedDict):
     label: str
     size: int
     score: float
-    trend: str | None
+    trend: Trend | None
     term_hashes: list[str]
     story_ids: list[str]
 

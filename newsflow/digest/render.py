@@ -11,17 +11,28 @@ import html
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import cast
 
 from newsflow.core.timeutil import iso_to_ms
+from newsflow.digest.record import Digest, FeedHealth, Item, Lead
+from newsflow.model.vocab import Trend
 from newsflow.text.sentences import split_sentences
 
 SECTION_ORDER = ("Top Stories", "Noteworthy", "Also Mentioned")
 FEED_HEALTH = "Feed Health Report"
 _SAFE_URL = re.compile(r"^https?://[^\s<>\"']+$", re.IGNORECASE)
+_TRENDS = frozenset(Trend)
 
 
-def safe_url(url: Any) -> str | None:
+def as_digest(record: Mapping[str, object]) -> Digest:
+    """A ``digests`` record (a dict decoded from the topic, a JSONL line, or the flow's own
+    :class:`~newsflow.digest.record.Digest`) as the typed digest rendering reads. Not checked:
+    the flow's sink writes only records of ``schemas/digests.v1.json``; rendering still reads
+    each field with a default, so a record written before a field existed renders too."""
+    return cast(Digest, record)
+
+
+def safe_url(url: object) -> str | None:
     """The URL if it is a plain http(s) URL, else None (no javascript:, data:, ...)."""
     if isinstance(url, str) and _SAFE_URL.match(url.strip()):
         return url.strip()
@@ -38,11 +49,11 @@ def _fmt_time(iso: str | None) -> str:
     return dt.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _fmt_date_range(d: Mapping[str, Any]) -> str:
+def _fmt_date_range(d: Digest) -> str:
     return f"{_fmt_time(d.get('window_start'))} – {_fmt_time(d.get('window_end'))}"
 
 
-def progress_note(d: Mapping[str, Any]) -> str | None:
+def progress_note(d: Digest) -> str | None:
     """None for a final digest (``final`` true or absent: records before the field were final);
     else ``in progress``, with ``as of <time>`` when ``generated_at`` is before the window end
     (the event time the flow had reached; a producer that does not know it writes the window
@@ -63,7 +74,7 @@ def progress_note(d: Mapping[str, Any]) -> str | None:
     return f"in progress, as of {_fmt_time(d.get('generated_at'))}" if gen < end else "in progress"
 
 
-def _title(d: Mapping[str, Any]) -> str:
+def _title(d: Digest) -> str:
     return str(d.get("title") or str(d.get("digest_type", "digest")).replace("_", " ").title())
 
 
@@ -71,14 +82,14 @@ def _title(d: Mapping[str, Any]) -> str:
 ALWAYS_SHOWN = ("Top Stories", "Noteworthy")
 
 
-def _sections(d: Mapping[str, Any]) -> list[tuple[str, Sequence[Mapping[str, Any]]]]:
+def _sections(d: Digest) -> list[tuple[str, Sequence[Item]]]:
     by = {s.get("name"): s.get("items") or [] for s in d.get("sections") or []}
     out = [(name, by.get(name, [])) for name in SECTION_ORDER]
     out += [(n, it) for n, it in by.items() if n not in SECTION_ORDER]
     return [(n, it) for n, it in out if it or n in ALWAYS_SHOWN]
 
 
-def _empty_reason(d: Mapping[str, Any], name: str) -> str | None:
+def _empty_reason(d: Digest, name: str) -> str | None:
     """Why the digest's section ``name`` is empty (``empty_reason``), if it says."""
     for s in d.get("sections") or []:
         if s.get("name") == name and s.get("empty_reason"):
@@ -86,12 +97,12 @@ def _empty_reason(d: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def plural(n: Any, word: str, many: str | None = None) -> str:
+def plural(n: object, word: str, many: str | None = None) -> str:
     """``1 article``, ``2 articles``, ``0 errors`` (``many``: an irregular plural)."""
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
-def _related_line(it: Mapping[str, Any]) -> str:
+def _related_line(it: Item) -> str:
     n = int(it.get("related_count") or 0)
     if n <= 0:
         return ""
@@ -103,7 +114,7 @@ def _related_line(it: Mapping[str, Any]) -> str:
 _PLAIN = re.compile(r"\W+")
 
 
-def _summary(it: Mapping[str, Any]) -> str:
+def _summary(it: Item) -> str:
     """The item's summary, or "" when it only repeats the lead's headline (a feed item without
     a description: the record's summary falls back to the title, which the page shows already).
 
@@ -131,17 +142,18 @@ def _one_line(text: str, max_words: int = 30) -> str:
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>])")
 
 
-def md_escape(text: Any) -> str:
+def md_escape(text: object) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text if text is not None else ""))
 
 
-def _md_link(text: str, url: Any) -> str:
+def _md_link(text: str, url: str | None) -> str:
     u = safe_url(url)
     t = md_escape(text)
     return f"[{t}](<{u.replace('>', '%3E')}>)" if u else t
 
 
-def to_markdown(d: Mapping[str, Any]) -> str:
+def to_markdown(record: Mapping[str, object]) -> str:
+    d = as_digest(record)
     note = progress_note(d)
     lines = [
         f"# {md_escape(_title(d))}{f' ({md_escape(note)})' if note else ''} — {md_escape(_fmt_date_range(d))}",
@@ -201,7 +213,7 @@ def to_markdown(d: Mapping[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _md_health(h: Mapping[str, Any]) -> list[str]:
+def _md_health(h: FeedHealth) -> list[str]:
     rate = h.get("success_rate")
     lines = [
         f"## {FEED_HEALTH}",
@@ -215,8 +227,8 @@ def _md_health(h: Mapping[str, Any]) -> list[str]:
     unhealthy = h.get("unhealthy_feeds") or []
     if unhealthy:
         lines.append(f"- Unhealthy feeds: {md_escape(', '.join(map(str, unhealthy[:20])))}")
-    for key, title in (("emerging_topics", "Emerging"), ("declining_topics", "Declining")):
-        vals = h.get(key) or []
+    for title, vals in (("Emerging", h.get("emerging_topics") or []),
+                        ("Declining", h.get("declining_topics") or [])):
         if vals:
             lines.append(f"- {title} topics: {md_escape('; '.join(map(str, vals[:5])))}")
     rows = h.get("feeds") or []
@@ -237,11 +249,11 @@ def _md_health(h: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _pct(v: Any) -> str:
+def _pct(v: float | None) -> str:
     return f"{v * 100:.0f} %" if isinstance(v, int | float) else "–"
 
 
-def _num(v: Any) -> str:
+def _num(v: float | None) -> str:
     return f"{v:.2f}" if isinstance(v, int | float) else "–"
 
 
@@ -289,11 +301,11 @@ footer{color:var(--muted);font-size:.8rem;margin-top:40px}
 """
 
 
-def _e(x: Any) -> str:
+def _e(x: object) -> str:
     return html.escape(str(x if x is not None else ""), quote=True)
 
 
-def _a(text: Any, url: Any, cls: str = "") -> str:
+def _a(text: object, url: str | None, cls: str = "") -> str:
     u = safe_url(url)
     c = f' class="{cls}"' if cls else ""
     if u:
@@ -301,20 +313,20 @@ def _a(text: Any, url: Any, cls: str = "") -> str:
     return f"<span{c}>{_e(text)}</span>"
 
 
-def _score_badge(score: Any) -> str:
+def _score_badge(score: float | None) -> str:
     if not isinstance(score, int | float):
         return ""
     cls = "hi" if score >= 70 else "mid" if score >= 40 else "lo"
     return f'<span class="score {cls}" title="importance">{score:.0f}</span>'
 
 
-def _trend_badge(trend: Any) -> str:
-    if trend in ("EMERGING", "TRENDING", "FADING"):
+def _trend_badge(trend: str | None) -> str:
+    if trend in _TRENDS:
         return f'<span class="badge {trend}">{trend}</span>'
     return ""
 
 
-def _byline(lead: Mapping[str, Any]) -> str:
+def _byline(lead: Lead) -> str:
     parts = [_e(lead.get("publisher") or "")]
     if lead.get("tier"):
         parts.append(f'<span class="tier">{_e(lead["tier"])}</span>')
@@ -323,7 +335,8 @@ def _byline(lead: Mapping[str, Any]) -> str:
     return " · ".join(p for p in parts if p)
 
 
-def to_html(d: Mapping[str, Any]) -> str:
+def to_html(record: Mapping[str, object]) -> str:
+    d = as_digest(record)
     title, note = _title(d), progress_note(d)
     badge = f' <span class="in-progress" title="the window was still open">{_e(note)}</span>' if note else ""
     out = [
@@ -367,7 +380,7 @@ def to_html(d: Mapping[str, Any]) -> str:
     return "\n".join(x for x in out if x) + "\n"
 
 
-def _shown_once(it: Mapping[str, Any]) -> str | None:
+def _shown_once(it: Item) -> str | None:
     """The heading of an item whose label only repeats its lead's headline (labels are
     headlines), shown once, as the link: the label when it is the whole headline
     (after "[Entity]: "), the whole headline when the label is its first words (a first clause,
@@ -393,7 +406,7 @@ def _shown_once(it: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _html_top(it: Mapping[str, Any]) -> str:
+def _html_top(it: Item) -> str:
     lead = it.get("lead") or {}
     summ = _summary(it)
     rel = _related_line(it)
@@ -420,7 +433,7 @@ def _html_top(it: Mapping[str, Any]) -> str:
     )
 
 
-def _html_compact(it: Mapping[str, Any], *, full: bool) -> str:
+def _html_compact(it: Item, *, full: bool) -> str:
     lead = it.get("lead") or {}
     if full:
         summ = _one_line(_summary(it))
@@ -445,11 +458,11 @@ def _html_compact(it: Mapping[str, Any], *, full: bool) -> str:
     )
 
 
-def _w(n: Any, word: str) -> str:
+def _w(n: object, word: str) -> str:
     return plural(n, word).split(" ", 1)[1]
 
 
-def _html_health(h: Mapping[str, Any]) -> str:
+def _html_health(h: FeedHealth) -> str:
     rate = h.get("success_rate")
     items = [
         f"<li><b>{_e(h.get('feeds_polled', 0))}</b> {_w(h.get('feeds_polled', 0), 'feed')} polled, "
@@ -464,11 +477,10 @@ def _html_health(h: Mapping[str, Any]) -> str:
         items.append(
             "<li>Unhealthy feeds: " + _e(", ".join(map(str, h["unhealthy_feeds"][:20]))) + "</li>"
         )
-    for key, title, badge in (
-        ("emerging_topics", "Emerging topics", "EMERGING"),
-        ("declining_topics", "Declining topics", "FADING"),
+    for title, badge, vals in (
+        ("Emerging topics", Trend.EMERGING, h.get("emerging_topics") or []),
+        ("Declining topics", Trend.FADING, h.get("declining_topics") or []),
     ):
-        vals = h.get(key) or []
         if vals:
             items.append(
                 f"<li>{_trend_badge(badge)}{title}: {_e('; '.join(map(str, vals[:5])))}</li>"
@@ -497,7 +509,7 @@ def _html_health(h: Mapping[str, Any]) -> str:
     )
 
 
-def render(d: Mapping[str, Any], fmt: str = "md") -> str:
+def render(d: Mapping[str, object], fmt: str = "md") -> str:
     if fmt == "html":
         return to_html(d)
     if fmt in ("md", "markdown"):

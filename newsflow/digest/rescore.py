@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import replace
-from operator import itemgetter
 from typing import TypeVar, cast, overload
 
 import numpy as np
@@ -26,11 +25,11 @@ from newsflow.scoring.importance import (
     ScoreConfig,
     authority_score,
     corroboration_score,
-    rescore_components,
 )
 
 _A = TypeVar("_A", bound=Hashable)
 _B = TypeVar("_B", bound=Hashable)
+_T = TypeVar("_T")
 
 #: a story's (publishers, tiers) as of a window's end
 Coverage = tuple[list[str], list[str]]
@@ -38,8 +37,7 @@ Coverage = tuple[list[str], list[str]]
 
 class Selected(Sequence[DigestEntry]):
     """The window's selected articles (sorted by id), each as assembly reads it: the record
-    re-scored as of the window's end (:func:`_rescorer`'s copy: new importance, components
-    dropped, the story's publishers and tiers as of the end). Columns (``aids``, ``scores``,
+    re-scored as of the window's end (a copy: new importance, components dropped, the story's publishers and tiers as of the end). Columns (``aids``, ``scores``,
     ``cols``, ``base``: the records before re-scoring, same ids, stories, tiers and texts)
     serve the passes over every article; a copy is made only for an article read one by one
     (leads, related items, labels), when first read."""
@@ -94,8 +92,9 @@ def select_rescored(
     config: DigestConfig,
     score_config: ScoreConfig,
 ) -> Selected:
-    """:func:`~newsflow.digest.selection.select_records` with :func:`_rescorer` as ``adjust``, on columns: the same
-    scores (:func:`_rescore_columns`), no record copied."""
+    """The window's articles at or above the importance floor, each re-scored as of ``end_ms``
+    (:func:`_rescore_columns`): :func:`~newsflow.digest.selection.select_records` with a
+    re-scoring ``adjust``, on columns, no record copied."""
     scores, cov = _rescore_columns(w, coverage, end_ms, score_config)
     lo = config.min_importance
     keep = np.flatnonzero(np.array(scores, dtype=np.float64) >= lo).tolist()
@@ -135,104 +134,33 @@ class _RescorerParts:
         return float(self.cfg.weights[0] * a)
 
 
-def _rescorer(coverage: CoverageAsOf, end_ms: int,
-              cfg: ScoreConfig = DEFAULT_SCORE_CONFIG) -> Callable[[DigestEntry], DigestEntry]:
-    """:func:`rescore_as_of` for the many records of one window, the same score (same float
-    operations in the same order as :func:`newsflow.scoring.importance.rescore`) at a fraction
-    of the cost: each story's coverage, each feed's reliability and each (tier, reliability)
-    authority looked up once; the record's components are not re-emitted (assembly reads the
-    score only), so the returned copy drops them rather than keep stale ones."""
-    _, w1, _, w3, w4 = cfg.weights
-    nd = cfg.ndigits
-    assert COMPONENTS == ("authority", "recency", "corroboration", "relevance", "depth")
-    part = _RescorerParts(coverage, end_ms, cfg)
-    by_story: dict[tuple[str | None, tuple[int, int]], tuple[float, list[str], list[str]]] = {}
-    by_feed: dict[tuple[str | None, str | None], float] = {}
-
-    def adjust(rec: DigestEntry) -> DigestEntry:
-        comps = rec.importance_components
-        if not isinstance(comps, dict) or not (
-                "authority" in comps and "recency" in comps and "corroboration" in comps
-                and "relevance" in comps and "depth" in comps):
-            return rec
-        sid, fid, tier, sc = rec.story_id, rec.feed_id, rec.tier, rec.story_counts
-        got = by_story.get((sid, sc))
-        if got is None:
-            got = by_story[(sid, sc)] = part.story(sid, sc)
-        wc, pubs, tiers = got
-        wa = by_feed.get((fid, tier))
-        if wa is None:
-            wa = by_feed[(fid, tier)] = part.feed(fid, tier)
-        # the same sum() as weighted_importance (3.12's sum() of floats is compensated)
-        x = sum((wa, w1 * comps["recency"], wc, w3 * comps["relevance"], w4 * comps["depth"]))
-        return replace(rec, importance=round(min(100.0, max(0.0, x)), nd), importance_components=None,
-                       story_publishers=pubs or rec.story_publishers, story_tiers=tiers or rec.story_tiers)
-
-    return adjust
-
-
 def _rescore_columns(
     w: WindowRecords, coverage: CoverageAsOf, end_ms: int,
     cfg: ScoreConfig = DEFAULT_SCORE_CONFIG,
 ) -> tuple[list[float], list[Coverage | None]]:
-    """Per article: (its score as of ``end_ms``, its story's (publishers, tiers) as of then, or
-    None when it is not re-scored), the very floats of :func:`_rescorer` (its importance or,
-    without components, :func:`~newsflow.digest.selection.importance_of`), computed on columns: per story and per feed once,
-    per article a few numpy operations (the same float operations, in the same order, as
-    :func:`~newsflow.scoring.importance.weighted_importance`'s ``sum()`` and ``round()``).
-    Anything unusual (a record without all components or story counts, a component that is
-    not a float or an int) takes :func:`_rescorer` itself, record by record."""
+    """Per article: (its score as of ``end_ms``, its story's (publishers, tiers) as of then).
+    An article without every component is not re-scored: its importance
+    (:func:`~newsflow.digest.selection.importance_of`) and None. The others on columns: each
+    (story, counts as scored) and each (feed, tier) looked up once, per article a few numpy
+    operations giving the float of :func:`newsflow.scoring.importance.rescore_components`
+    (see :func:`_builtin_sum` and :func:`py_round`)."""
     n = len(w.arts)
-    if n == 0:
-        return [], []
-    fast = _rescore_fast(w, coverage, end_ms, cfg)
-    if fast is not None:
-        return fast
-    adjust = _rescorer(coverage, end_ms, cfg)
-    scores: list[float] = []
-    cov: list[Coverage | None] = []
-    stories: dict[str | None, Coverage] = {}
-    for r in w.arts:
-        a = adjust(r)
-        scores.append(importance_of(a))
-        if a is r:
-            cov.append(None)
-        else:
-            sid = r.story_id
-            got = stories.get(sid)
-            if got is None:
-                got = stories[sid] = coverage.as_of(sid, end_ms)
-            cov.append(got)
-    return scores, cov
-
-
-_USED = itemgetter("recency", "relevance", "depth")
-
-
-def _rescore_fast(
-    w: WindowRecords, coverage: CoverageAsOf, end_ms: int, cfg: ScoreConfig,
-) -> tuple[list[float], list[Coverage | None]] | None:
-    """:func:`_rescore_columns` when every article has all components (dicts of floats or
-    ints) and story counts (else None)."""
     cols = w.cols
-    if set(map(type, cols.importance_components)) != {dict}:
-        return None
-    comps = cast(list[dict[str, float]], cols.importance_components)
-    if any(not set(COMPONENTS) <= set(keys) for keys in set(map(tuple, comps))):
-        return None
-    rec, rel, dep = arrs = [np.array(v) for v in zip(*map(_USED, comps), strict=True)]
-    # floats, ints, or both (converted as the builtin float * int does); anything else (bool,
-    # str, Decimal, None, ints beyond int64) gives another dtype: one by one
-    if any(a.dtype.kind not in "fi" or a.dtype.itemsize != 8 for a in arrs):
-        return None
-    rec, rel, dep = (a.astype(np.float64, copy=False) for a in arrs)
-    try:  # per article: its (story, counts) and (feed, tier) as codes
-        gs, ustories = _codes(cols.story_id, cols.story_counts)
-        gf, ufeeds = _codes(cols.feed_id, cols.tier)
-    except TypeError:  # unhashable
-        return None
-    if any(sc is None for _, sc in ustories):
-        return None
+    comps = cols.importance_components
+    keep = [i for i, c in enumerate(comps) if isinstance(c, dict) and all(k in c for k in COMPONENTS)]
+    cov: list[Coverage | None] = [None] * n
+    scores = [importance_of(r) for r in w.arts] if len(keep) < n else [0.0] * n
+    if not keep:
+        return scores, cov
+
+    def sub(xs: list[_T]) -> list[_T]:
+        return xs if len(keep) == n else [xs[i] for i in keep]
+
+    kept = cast(list[dict[str, float]], sub(comps))
+    rec, rel, dep = (_floats([c[k] for c in kept]) for k in ("recency", "relevance", "depth"))
+    # per article: its (story, counts) and (feed, tier) as codes
+    gs, ustories = _codes(sub(cols.story_id), sub(cols.story_counts))
+    gf, ufeeds = _codes(sub(cols.feed_id), sub(cols.tier))
     part = _RescorerParts(coverage, end_ms, cfg)
     wc = np.empty(len(ustories))
     story_cov: list[Coverage] = []
@@ -241,12 +169,32 @@ def _rescore_fast(
         story_cov.append((pubs, tiers))
     wa = np.fromiter((part.feed(fid, tier) for fid, tier in ufeeds), np.float64, len(ufeeds))
     _, w1, _, w3, w4 = cfg.weights
+    # the terms in COMPONENTS order, as weighted_importance sums them
     x = _builtin_sum((wa[gf], w1 * rec, wc[gs], w3 * rel, w4 * dep))
     x = np.where(x > 0.0, x, 0.0)  # max(0.0, x), NaN -> 0.0 as max() does
     x = np.where(x < 100.0, x, 100.0)  # min(100.0, x)
-    scores = py_round(x, cfg.ndigits)
-    cov: list[Coverage | None] = list(map(story_cov.__getitem__, gs.tolist()))
+    got = py_round(x, cfg.ndigits)
+    for k, (i, g) in enumerate(zip(keep, gs.tolist(), strict=True)):
+        scores[i] = got[k]
+        cov[i] = story_cov[g]
     return scores, cov
+
+
+def _floats(values: list[float]) -> np.ndarray:
+    """A component column as float64, each value the float the builtin ``float * value``
+    multiplies by: floats, and ints (and bools) converted exactly as Python converts them; a
+    value that is not a number raises TypeError, as the multiplication does."""
+    a = np.array(values)
+    if a.dtype.kind in "fi" and a.dtype.itemsize == 8:
+        return a.astype(np.float64, copy=False)
+
+    def num(v: object) -> float:
+        if isinstance(v, int | float):
+            return float(v)
+        msg = f"importance component {v!r} is not a number"
+        raise TypeError(msg)
+
+    return np.fromiter(map(num, values), np.float64, len(values))
 
 
 def _codes(a: list[_A], b: list[_B]) -> tuple[np.ndarray, list[tuple[_A, _B]]]:
@@ -265,7 +213,14 @@ def _codes(a: list[_A], b: list[_B]) -> tuple[np.ndarray, list[tuple[_A, _B]]]:
 
 def _builtin_sum(cols: Sequence[np.ndarray]) -> np.ndarray:
     """Elementwise ``sum((c0[i], c1[i], ...))`` of float columns, the same float as the builtin:
-    left to right from 0 (Python 3.11); with Neumaier's compensation from 3.12 on."""
+    left to right from 0 (Python 3.11); with Neumaier's compensation from 3.12 on.
+
+    The order is the one of the article's own score: an article is scored once, when first
+    seen, by :func:`newsflow.scoring.importance.weighted_importance` (``sum()`` of the weighted
+    components in ``COMPONENTS`` order), and a digest re-scores it with its story and feed as of
+    the window's end. Float addition is not associative: another order (numpy's pairwise
+    ``sum``, a dot product) can differ in the last bit, and after rounding an article's
+    importance, hence the digest's bytes, would depend on which step computed it."""
     with np.errstate(over="ignore", invalid="ignore"):  # inf and nan as the builtin's
         f: np.ndarray = np.add(0.0, cols[0])
         if sys.version_info < (3, 12):
@@ -299,18 +254,3 @@ def py_round(x: np.ndarray, nd: int) -> list[float]:
     for i in np.flatnonzero(bad).tolist():
         res[i] = round(float(x[i]), nd)
     return res
-
-
-def rescore_as_of(rec: DigestEntry, coverage: CoverageAsOf, end_ms: int,
-                  config: ScoreConfig = DEFAULT_SCORE_CONFIG) -> DigestEntry:
-    """The record with its importance recomputed from its story as of ``end_ms`` (distinct
-    publishers and tiers by then, the feed's reliability by then); unchanged when the record
-    carries no components. The new components replace the old in the returned copy."""
-    comps = rec.importance_components
-    if not isinstance(comps, dict) or not all(c in comps for c in COMPONENTS):
-        return rec
-    pubs, tiers = coverage.as_of(rec.story_id, end_ms)
-    imp = rescore_components(comps, rec.tier, rec.story_counts, publishers=len(pubs), tiers=len(tiers),
-                             reliability=coverage.reliability_of(rec.feed_id, end_ms), config=config)
-    return replace(rec, importance=imp.score, importance_components=dict(imp.components),
-                   story_publishers=pubs or rec.story_publishers, story_tiers=tiers or rec.story_tiers)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from newsflow.digest.config import DEFAULT_DIGEST_CONFIG, DigestConfig
 from newsflow.digest.record import Check, Digest, DigestMemory, FeedHealth, IndexTopic, Previous
+from newsflow.model.vocab import Trend
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,7 @@ def apply_trends(draft: DigestDraft, previous: Previous | None,
     health = d["feed_health"]
     gap = _no_polls(health) and d["article_count"] == 0
     # a name once: two topics may share a label ("TV Patrol North Luzon", two days' uploads)
-    health["emerging_topics"] = list(dict.fromkeys(t["label"] for t in index if t["trend"] == "EMERGING"))[:10]
+    health["emerging_topics"] = list(dict.fromkeys(t["label"] for t in index if t["trend"] == Trend.EMERGING))[:10]
     if gap:
         checks.append(_GAP_CHECK.copy())
     else:
@@ -112,22 +113,22 @@ def _match_prev(
     return best[1] if best else None
 
 
-def _trend_of(size: int, prev: IndexTopic | None, config: DigestConfig) -> str | None:
+def _trend_of(size: int, prev: IndexTopic | None, config: DigestConfig) -> Trend | None:
     if prev is None:
-        return "EMERGING" if size >= config.emerging_min else None
+        return Trend.EMERGING if size >= config.emerging_min else None
     ps = int(prev.get("size") or 0)
     if ps <= 0:
-        return "EMERGING" if size >= config.emerging_min else None
+        return Trend.EMERGING if size >= config.emerging_min else None
     if size >= ps * (1 + config.trend_change) and size >= 2:
-        return "TRENDING"
+        return Trend.TRENDING
     if ps >= 2 and size <= ps * (1 - config.trend_change):
-        return "FADING"
+        return Trend.FADING
     return None
 
 
 def _trends(
     clusters: Sequence[TrendCandidate], prev_index: Sequence[IndexTopic], config: DigestConfig
-) -> dict[str, str | None]:
+) -> dict[str, Trend | None]:
     prev = _PrevTopics(prev_index)
     return {
         c.key: _trend_of(c.size, _match_prev(c, c.term_hashes, prev), config)

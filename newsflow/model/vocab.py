@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["FAILED_POLL_STATUSES", "SUCCESS_STATUSES", "UNHEALTHY_STATUSES", "Disposition", "HealthStatus"]
+__all__ = [
+    "FAILED_POLL_STATUSES",
+    "SUCCESS_STATUSES",
+    "UNHEALTHY_STATUSES",
+    "Disposition",
+    "HealthStatus",
+    "StoryPhase",
+    "Trend",
+]
 
 
 class Disposition(StrEnum):
@@ -31,12 +39,12 @@ class Disposition(StrEnum):
 
 class HealthStatus(StrEnum):
     """``status`` of a ``feed-health`` record (``schemas/feed-health.v1.json``; a test checks
-    that both list the same words). 000 Step 1/Step 4, 004 feed statuses."""
+    that both list the same words), docs/rules.md#feed-statuses."""
 
     OK = "ok"
     NOT_MODIFIED = "not_modified"  # 304, or the same body again
     EMPTY = "empty"  # a feed without items (or no body)
-    ALL_UNDATED = "all_undated"  # 004: every item without a trustworthy date
+    ALL_UNDATED = "all_undated"  # every item without a trustworthy date
     PARTIAL_UNDATED = "partial_undated"
     TIMEOUT = "timeout"
     HTTP_ERROR = "http_error"
@@ -44,14 +52,35 @@ class HealthStatus(StrEnum):
     HTML_INSTEAD_OF_FEED = "html_instead_of_feed"
     RATE_LIMITED = "rate_limited"  # 429 / 503 with Retry-After
     DEAD = "dead"  # 410 Gone
-    SILENT_ZERO = "silent_zero"  # 004: no new items for far longer than the feed's rhythm
+    SILENT_ZERO = "silent_zero"  # no new items for far longer than the feed's rhythm
     REDIRECTED = "redirected"  # in schema v1; not emitted (redirects are followed, see alerts)
     BLOCKED = "blocked"  # scheme or address refused by the safety policy
     TOO_LARGE = "too_large"
 
 
-#: A poll that delivered the feed: counts as *successful* for the reliability score (000 Step 4:
-#: successful_polls / total_polls). A rate-limited, blocked or HTML answer delivered no feed.
+class StoryPhase(StrEnum):
+    """``phase`` of a ``stories`` record (``schemas/stories.v1.json``; a test checks that both
+    list the same words), decided by ``newsflow.scoring.importance.story_phase`` at event time
+    (docs/rules.md#story-phases)."""
+
+    BREAKING = "breaking"  # 1 mention
+    DEVELOPING = "developing"  # 2-5 mentions, first seen less than 2 h ago
+    SUSTAINED = "sustained"  # otherwise
+    FADING = "fading"  # silent for 24 h, or below half its peak importance
+
+
+class Trend(StrEnum):
+    """``trend`` of a digest item and of a ``topic_index`` topic (``schemas/digests.v1.json``,
+    where it may also be null; a test checks that both list the same words): a topic against
+    the topic it continues in the previous window of its type (docs/rules.md#trends)."""
+
+    EMERGING = "EMERGING"  # no match in the previous window, and enough articles now
+    TRENDING = "TRENDING"  # at least 50 % more articles than the matched topic
+    FADING = "FADING"  # the matched topic had 2 or more, this one at most half as many
+
+
+#: A poll that delivered the feed: counts as *successful* for the reliability score
+#: (docs/rules.md#feed-health: successful polls / total polls). A rate-limited, blocked or HTML answer delivered no feed.
 SUCCESS_STATUSES: frozenset[HealthStatus] = frozenset({
     HealthStatus.OK,
     HealthStatus.NOT_MODIFIED,
@@ -74,7 +103,7 @@ FAILED_POLL_STATUSES: frozenset[HealthStatus] = frozenset({
 })
 
 #: The digest's Feed Health Report counts these as errors: the failed polls, plus a feed that
-#: answers but whose items are all undated or that fell silent (001: flag unhealthy feeds).
+#: answers but whose items are all undated or that fell silent (docs/rules.md#feed-statuses).
 UNHEALTHY_STATUSES: frozenset[HealthStatus] = FAILED_POLL_STATUSES | {
     HealthStatus.ALL_UNDATED,
     HealthStatus.SILENT_ZERO,

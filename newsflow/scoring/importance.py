@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from newsflow.core.timeutil import HOUR_MS, iso_to_ms
-from newsflow.model.vocab import Disposition
+from newsflow.model.vocab import Disposition, StoryPhase
 from newsflow.scoring.severity import (
     SEVERITY_SCORES,
     SEVERITY_TIER_SCORES,
@@ -592,8 +592,6 @@ def score_record(
 # Story phases (docs/rules.md#story-phases)
 # --------------------------------------------------------------------------------------
 
-STORY_PHASES: tuple[str, ...] = ("breaking", "developing", "sustained", "fading")
-
 
 def story_phase(
     mention_count: int,
@@ -604,14 +602,14 @@ def story_phase(
     current_score: float | None = None,
     peak_score: float | None = None,
     silence_hours: float = 24.0,
-) -> str:
+) -> StoryPhase:
     """Story phase at event time ``now`` (docs/rules.md#story-phases): ``fading`` (more than
     ``silence_hours`` since the last mention, or the current score below half the peak, both
     positive), ``breaking`` (1 mention), ``developing`` (2-5 mentions and under 2 h old), else
     ``sustained``."""
     now_ms = _to_ms(now)
     if last_seen is not None and (now_ms - _to_ms(last_seen)) / HOUR_MS > silence_hours:
-        return "fading"
+        return StoryPhase.FADING
     if (
         current_score is not None
         and peak_score is not None
@@ -619,9 +617,9 @@ def story_phase(
         and peak_score > 0
         and current_score < peak_score / 2
     ):
-        return "fading"
+        return StoryPhase.FADING
     if mention_count <= 1:
-        return "breaking"
+        return StoryPhase.BREAKING
     if mention_count <= 5 and (now_ms - _to_ms(first_seen)) / HOUR_MS < 2.0:
-        return "developing"
-    return "sustained"
+        return StoryPhase.DEVELOPING
+    return StoryPhase.SUSTAINED

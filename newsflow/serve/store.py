@@ -126,9 +126,9 @@ def as_of(rec: Mapping[str, Any], lead: Article | None, clock_ms: int | None) ->
     ...     "published_at": "2026-03-01T06:00:00Z", "disposition": "unique", "importance": 70.0,
     ...     "importance_components": {"recency": 100.0}, "importance_weights": {"recency": 0.2}})
     >>> as_of(rec, lead, iso_to_ms("2026-03-01T08:00:00Z"))
-    ('sustained', 68.8)
+    (<StoryPhase.SUSTAINED: 'sustained'>, 68.8)
     >>> as_of(rec, lead, iso_to_ms("2026-03-02T09:00:00Z"))
-    ('fading', 58.9)
+    (<StoryPhase.FADING: 'fading'>, 58.9)
     """
     imp = rec.get("importance")
     importance = float(imp) if isinstance(imp, int | float) else 0.0

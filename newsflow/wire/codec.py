@@ -228,8 +228,8 @@ def health_record(
 
 
 def health_counters(state: FeedState) -> dict[str, Any]:
-    """The per-feed counters of a poller health record (001/000: success/failure counts,
-    average response time, last success, 304 ratio)."""
+    """The per-feed counters of a poller health record (docs/rules.md#feed-health: success and
+    failure counts, average response time, last success, 304 ratio)."""
     avg = state.response_ms_total / state.response_count if state.response_count else None
     return {
         "total_polls": state.total_polls,
