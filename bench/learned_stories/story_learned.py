@@ -59,18 +59,9 @@ class LearnedStoryAssigner(StoryAssigner):
         self.advance(features.time_ms if now_ms is None else now_ms)
         now = self._now
         ref = features.ref
-
-        prior = duplicate_of if duplicate_of in self.story_of else (
-            ref if ref in self.story_of else None)
-        if prior is not None:
-            # Layers 1-2 (or the same article id again): a revision or a copy keeps the story;
-            # it is re-indexed under its (possibly edited) title but is not a new member.
-            sid = self.story_of[prior]
-            if self.merged:  # its story was merged away since: the story it joined
-                sid = self.merged.get(sid, sid)
-            decision = Decision(Disposition.REVISION if prior == ref else Disposition.EXACT_DUPLICATE,
-                                "guid" if prior == ref else "url", prior, 1.0)
-            return self._place(features, {}, sid, decision, new=False, member=False)
+        kept = self.keep_prior_story(features, duplicate_of)
+        if kept is not None:
+            return kept
         cfg = self.config
         vec, title_part, body_part = self._vectors(features)
         cands = self.candidates(features)

@@ -398,6 +398,22 @@ class StoryAssigner:
         for t in terms:
             self.postings[term_key(t) % n].add((t,), sid, time_ms)
 
+    def keep_prior_story(self, features: StoryFeatures, duplicate_of: str | None) -> StoryAssignment | None:
+        """Layers 1-2 (or the same article id again): a revision or a copy keeps the story of the
+        article it repeats; it is re-indexed under its (possibly edited) title but is not a new
+        member. ``None`` when the article repeats none this state knows."""
+        ref = features.ref
+        prior = duplicate_of if duplicate_of in self.story_of else (
+            ref if ref in self.story_of else None)
+        if prior is None:
+            return None
+        sid = self.story_of[prior]
+        if self.merged:  # its story was merged away since: the story it joined
+            sid = self.merged.get(sid, sid)
+        decision = Decision(Disposition.REVISION if prior == ref else Disposition.EXACT_DUPLICATE,
+                            "guid" if prior == ref else "url", prior, 1.0)
+        return self._place(features, {}, sid, decision, new=False, member=False)
+
     def assign(self, features: StoryFeatures, now_ms: int | None = None,
                duplicate_of: str | None = None) -> StoryAssignment:
         """Decide and place one article. ``duplicate_of``: the article id that layers 1-2
@@ -406,18 +422,9 @@ class StoryAssigner:
         self.advance(features.time_ms if now_ms is None else now_ms)
         now = self._now
         ref = features.ref
-
-        prior = duplicate_of if duplicate_of in self.story_of else (
-            ref if ref in self.story_of else None)
-        if prior is not None:
-            # Layers 1-2 (or the same article id again): a revision or a copy keeps the story;
-            # it is re-indexed under its (possibly edited) title but is not a new member.
-            sid = self.story_of[prior]
-            if self.merged:  # its story was merged away since: the story it joined
-                sid = self.merged.get(sid, sid)
-            decision = Decision(Disposition.REVISION if prior == ref else Disposition.EXACT_DUPLICATE,
-                                "guid" if prior == ref else "url", prior, 1.0)
-            return self._place(features, {}, sid, decision, new=False, member=False)
+        kept = self.keep_prior_story(features, duplicate_of)
+        if kept is not None:
+            return kept
         vec = self._vector(features)
 
         cands = self.candidates(features)
