@@ -52,13 +52,8 @@ def assign_baseline(day: tsm.Day) -> tuple[dict[str, str], float]:
     """Story id per labelled link with the flow's story step (the hand-tuned cascade, the default StoryConfig),
     and its CPU seconds per article record."""
     sa = StoryAssigner(CONFIG)
-    story: dict[str, str] = {}
     c0 = time.process_time()
-    for r, f in zip(day.records, day.features, strict=True):
-        a = sa.assign(f, duplicate_of=tsm.duplicate_of(r))
-        for k in (r.get("url"), r.get("canonical_url"), r.get("guid")):
-            if k and k not in story:
-                story[k] = a.story_id
+    story = tsm.replay_day(day, sa)
     return story, (time.process_time() - c0) / len(day.records)
 
 

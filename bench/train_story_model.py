@@ -38,6 +38,7 @@ from learned_stories.story_model import FEATURES, StoryModel
 from score_real_day import scores
 
 from newsflow.core.timeutil import iso_to_ms
+from newsflow.dedup.story_assigner import StoryAssigner
 from newsflow.dedup.story_config import StoryConfig
 from newsflow.dedup.story_decision import StoryState
 from newsflow.dedup.story_features import StoryFeatures, StoryInput, featurize_batch
@@ -207,9 +208,9 @@ def logistic(xs: list[list[float]], ys: list[int], ws: list[float], c: float,
     return StoryModel(tuple(float(v) for v in w), b, 0.5, trained_on=trained_on)
 
 
-def assign(day: Day, model: StoryModel, config: StoryConfig = CONFIG) -> dict[str, str]:
-    """Story id per labelled link after replaying the day's story step with ``model``."""
-    sa = LearnedStoryAssigner(config, model=model)
+def replay_day(day: Day, sa: StoryAssigner) -> dict[str, str]:
+    """Story id per labelled link (url, canonical url, guid) after replaying the day's articles
+    through ``sa`` in the flow's order."""
     story: dict[str, str] = {}
     for r, f in zip(day.records, day.features, strict=True):
         a = sa.assign(f, duplicate_of=duplicate_of(r))
@@ -217,6 +218,12 @@ def assign(day: Day, model: StoryModel, config: StoryConfig = CONFIG) -> dict[st
             if k and k not in story:
                 story[k] = a.story_id
     return story
+
+
+def assign(day: Day, model: StoryModel, config: StoryConfig = CONFIG) -> dict[str, str]:
+    """Story id per labelled link after replaying the day's story step with ``model``."""
+    sa = LearnedStoryAssigner(config, model=model)
+    return replay_day(day, sa)
 
 
 def score(day: Day, story: dict[str, str]) -> dict:
@@ -310,13 +317,7 @@ def assign_gate(day: Day, model: StoryModel, config: StoryConfig = CONFIG) -> di
     """Story id per labelled link after replaying the day's story step with the gated cascade
     (the model's threshold is the gate's)."""
     sa = GatedStoryAssigner(config, model=model)
-    story: dict[str, str] = {}
-    for r, f in zip(day.records, day.features, strict=True):
-        a = sa.assign(f, duplicate_of=duplicate_of(r))
-        for k in (r.get("url"), r.get("canonical_url"), r.get("guid")):
-            if k and k not in story:
-                story[k] = a.story_id
-    return story
+    return replay_day(day, sa)
 
 
 def train_gate(days: Sequence[Day], config: StoryConfig = CONFIG, log: bool = False) -> StoryModel:
